@@ -1,0 +1,521 @@
+package desk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/toolgate/toolgate/tool"
+)
+
+// openDesk opens a desk on a fresh database file in a temp dir.
+func openDesk(t *testing.T) (*Desk, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "desk.db")
+	d, err := Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d, path
+}
+
+// call runs one tool as a Temporal activity in the SDK's activity test
+// environment, the way a worker runs it, and returns its result.
+func call(t *testing.T, d *Desk, name string, req tool.Request) (json.RawMessage, error) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	for _, tl := range d.Tools() {
+		env.RegisterActivityWithOptions(tl.Run, activity.RegisterOptions{Name: tl.Spec.Name})
+	}
+	val, err := env.ExecuteActivity(name, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp tool.Response
+	require.NoError(t, val.Get(&resp))
+	return resp.Result, nil
+}
+
+// mustCall is call for a call that must succeed; it decodes the result into out.
+func mustCall(t *testing.T, d *Desk, name string, req tool.Request, out any) {
+	t.Helper()
+	res, err := call(t, d, name, req)
+	require.NoError(t, err, "%s %s", name, req.Args)
+	require.NoError(t, json.Unmarshal(res, out))
+}
+
+func req(key, args string) tool.Request {
+	return tool.Request{CallID: "c-1", IdempotencyKey: key, Args: json.RawMessage(args)}
+}
+
+func approved(key, args string) tool.Request {
+	r := req(key, args)
+	r.Approval = &tool.Approval{Approver: "alice", Note: "checked"}
+	return r
+}
+
+// appError asserts err is an ApplicationError of the given type and returns it.
+func appError(t *testing.T, err error, typ string) *temporal.ApplicationError {
+	t.Helper()
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "want an ApplicationError, got %T: %v", err, err)
+	assert.Equal(t, typ, appErr.Type(), "error: %v", err)
+	return appErr
+}
+
+func count(t *testing.T, d *Desk, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, d.db.QueryRow(query, args...).Scan(&n))
+	return n
+}
+
+func specs(d *Desk) map[string]tool.Spec {
+	out := map[string]tool.Spec{}
+	for _, tl := range d.Tools() {
+		out[tl.Spec.Name] = tl.Spec
+	}
+	return out
+}
+
+func TestOpenSeedsOnce(t *testing.T) {
+	d, path := openDesk(t)
+	require.NoError(t, d.Close())
+	d2, err := Open(path) // seeding again must add nothing
+	require.NoError(t, err)
+	defer d2.Close()
+
+	assert.Equal(t, 5, count(t, d2, `SELECT COUNT(*) FROM tickets`))
+	assert.Equal(t, 5, count(t, d2, `SELECT COUNT(*) FROM tickets WHERE status = 'open'`))
+	assert.Equal(t, 3, count(t, d2, `SELECT COUNT(*) FROM bookings WHERE amount_cents > 0 AND guest <> ''`))
+	assert.Equal(t, 0, count(t, d2, `SELECT COUNT(*) FROM payments`))
+
+	var tk Ticket
+	mustCall(t, d2, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
+	assert.Equal(t, "Cannot log in after password reset", tk.Title)
+	assert.Equal(t, StatusOpen, tk.Status)
+}
+
+func TestSpecsValidateAndSchemasCompile(t *testing.T) {
+	d, _ := openDesk(t)
+	all := specs(d)
+	require.Len(t, all, len(d.Tools()), "tool names must be unique")
+	for _, tl := range d.Tools() {
+		s := tl.Spec
+		t.Run(s.Name, func(t *testing.T) {
+			require.NoError(t, s.Validate())
+			assert.NotEmpty(t, s.Description)
+			require.NotNil(t, tl.Run)
+
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(s.Schema)))
+			require.NoError(t, err)
+			c := jsonschema.NewCompiler()
+			require.NoError(t, c.AddResource(s.Name+".json", doc))
+			_, err = c.Compile(s.Name + ".json")
+			require.NoError(t, err)
+
+			var shape struct {
+				Type                 string   `json:"type"`
+				Required             []string `json:"required"`
+				AdditionalProperties *bool    `json:"additionalProperties"`
+			}
+			require.NoError(t, json.Unmarshal(s.Schema, &shape))
+			assert.Equal(t, "object", shape.Type)
+			assert.NotEmpty(t, shape.Required)
+			require.NotNil(t, shape.AdditionalProperties)
+			assert.False(t, *shape.AdditionalProperties)
+
+			if s.Fallback != "" {
+				fb, ok := all[s.Fallback]
+				require.True(t, ok, "fallback %s is not a desk tool", s.Fallback)
+				assert.JSONEq(t, string(s.Schema), string(fb.Schema), "a fallback takes the arguments of the call it stands in for")
+			}
+			for _, name := range s.Invalidates {
+				assert.Contains(t, all, name)
+			}
+		})
+	}
+}
+
+func TestSpecDeclarations(t *testing.T) {
+	d, _ := openDesk(t)
+	all := specs(d)
+	for name, destructive := range map[string]bool{
+		"search_tickets": false, "get_ticket": false, "close_ticket": true, "refund": true,
+		"book_hotel": true, "carrier_status": false, "cached_order_status": false,
+	} {
+		require.Contains(t, all, name)
+		assert.Equal(t, destructive, all[name].Destructive, name)
+		assert.False(t, all[name].Local, name)
+	}
+	assert.ElementsMatch(t, []string{"search_tickets", "get_ticket"}, all["close_ticket"].Invalidates)
+	assert.Equal(t, "cached_order_status", all["carrier_status"].Fallback)
+	assert.EqualValues(t, 3, all["carrier_status"].Attempts())
+}
+
+func TestSearchTickets(t *testing.T) {
+	d, _ := openDesk(t)
+	var res SearchResult
+	mustCall(t, d, "search_tickets", req("", `{"query":"login"}`), &res)
+	require.Len(t, res.Tickets, 1)
+	assert.Equal(t, TicketSummary{ID: "TKT-3", Title: "Cannot log in after password reset", Status: StatusOpen}, res.Tickets[0])
+
+	mustCall(t, d, "search_tickets", req("", `{"query":"AUTH"}`), &res)
+	assert.Equal(t, []string{"TKT-4", "TKT-5"}, ids(res), "case-insensitive, title and body, ordered by id")
+
+	mustCall(t, d, "search_tickets", req("", `{"query":"auth","limit":1}`), &res)
+	assert.Equal(t, []string{"TKT-4"}, ids(res))
+
+	mustCall(t, d, "search_tickets", req("", `{"query":"auth","status":"closed"}`), &res)
+	assert.Empty(t, res.Tickets)
+
+	raw, err := call(t, d, "search_tickets", req("", `{"query":"no such thing"}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"tickets":[]}`, string(raw), "an empty result is a list, not null")
+}
+
+func ids(res SearchResult) []string {
+	var out []string
+	for _, tk := range res.Tickets {
+		out = append(out, tk.ID)
+	}
+	return out
+}
+
+func TestArgumentsDecodeInAnyKeyOrder(t *testing.T) {
+	d, _ := openDesk(t)
+	a, err := call(t, d, "search_tickets", req("", `{"query":"auth","limit":5,"status":"open"}`))
+	require.NoError(t, err)
+	b, err := call(t, d, "search_tickets", req("", `{"status":"open","limit":5,"query":"auth"}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, string(a), string(b))
+}
+
+func TestInvalidArguments(t *testing.T) {
+	d, _ := openDesk(t)
+	for name, args := range map[string]string{
+		"unknown field":  `{"query":"login","bogus":1}`,
+		"wrong type":     `{"query":7}`,
+		"limit too high": `{"query":"login","limit":51}`,
+		"bad status":     `{"query":"login","status":"pending"}`,
+		"empty query":    `{"query":"  "}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := call(t, d, "search_tickets", req("", args))
+			appErr := appError(t, err, tool.ErrInvalidArgs)
+			assert.True(t, appErr.NonRetryable())
+		})
+	}
+}
+
+func TestGetTicketUnknownIsPermanent(t *testing.T) {
+	d, _ := openDesk(t)
+	_, err := call(t, d, "get_ticket", req("", `{"ticket_id":"TKT-9"}`))
+	appErr := appError(t, err, tool.ErrNonRetryable)
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Error(), "ticket TKT-9 not found")
+}
+
+func TestCloseTicketIsIdempotent(t *testing.T) {
+	d, _ := openDesk(t)
+	var res CloseResult
+	mustCall(t, d, "close_ticket", approved("run-1/c-3", `{"ticket_id":"TKT-3","resolution":"password reset link fixed"}`), &res)
+	assert.Equal(t, CloseResult{ID: "TKT-3", Status: StatusClosed, AlreadyClosed: false}, res)
+
+	var tk Ticket
+	mustCall(t, d, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
+	assert.Equal(t, StatusClosed, tk.Status)
+	assert.Equal(t, "run-1/c-3", tk.ClosedBy, "the ticket records the idempotency key that closed it")
+	assert.Equal(t, "alice", tk.ApprovedBy)
+	assert.Equal(t, "password reset link fixed", tk.Resolution)
+	closedAt := tk.ClosedAt
+	assert.NotEmpty(t, closedAt)
+
+	// The same call again (a retry, a resume): the first outcome, nothing changed.
+	mustCall(t, d, "close_ticket", approved("run-1/c-3", `{"ticket_id":"TKT-3"}`), &res)
+	assert.False(t, res.AlreadyClosed)
+
+	// Another call: already closed, nothing changed.
+	mustCall(t, d, "close_ticket", approved("run-2/c-1", `{"ticket_id":"TKT-3","resolution":"other"}`), &res)
+	assert.Equal(t, CloseResult{ID: "TKT-3", Status: StatusClosed, AlreadyClosed: true}, res)
+	mustCall(t, d, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
+	assert.Equal(t, "run-1/c-3", tk.ClosedBy)
+	assert.Equal(t, "password reset link fixed", tk.Resolution)
+	assert.Equal(t, closedAt, tk.ClosedAt)
+
+	_, err := call(t, d, "close_ticket", approved("run-1/c-4", `{"ticket_id":"TKT-9"}`))
+	appError(t, err, tool.ErrNonRetryable)
+}
+
+func TestSideEffectsNeedAnIdempotencyKey(t *testing.T) {
+	d, _ := openDesk(t)
+	for name, args := range map[string]string{
+		"close_ticket": `{"ticket_id":"TKT-1"}`,
+		"refund":       `{"booking_id":"BK-1","amount_cents":100}`,
+		"book_hotel":   `{"guest":"Ada","hotel":"Aurora","nights":1}`,
+	} {
+		_, err := call(t, d, name, approved("", args))
+		appError(t, err, tool.ErrNonRetryable)
+	}
+	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM payments`))
+	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM tickets WHERE status = 'closed'`))
+	assert.Equal(t, 3, count(t, d, `SELECT COUNT(*) FROM bookings`))
+}
+
+func TestRefundSameKeyPaysOnce(t *testing.T) {
+	d, _ := openDesk(t)
+	args := `{"booking_id":"BK-2","amount_cents":15000,"reason":"noisy room"}`
+	var first, second RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-2", args), &first)
+	assert.False(t, first.Duplicate)
+	assert.Equal(t, "BK-2", first.BookingID)
+	assert.EqualValues(t, 15000, first.AmountCents)
+
+	mustCall(t, d, "refund", approved("run-1/c-2", args), &second)
+	assert.True(t, second.Duplicate)
+	assert.Equal(t, first.PaymentID, second.PaymentID)
+
+	pays, err := d.Payments(context.Background(), "BK-2")
+	require.NoError(t, err)
+	require.Len(t, pays, 1)
+	assert.Equal(t, "run-1/c-2", pays[0].IdempotencyKey)
+	assert.Equal(t, "alice", pays[0].ApprovedBy)
+}
+
+func TestRefundDifferentKeysPayTwice(t *testing.T) {
+	d, _ := openDesk(t)
+	args := `{"booking_id":"BK-2","amount_cents":15000}`
+	var a, b RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-2", args), &a)
+	mustCall(t, d, "refund", approved("run-1/c-5", args), &b)
+	assert.NotEqual(t, a.PaymentID, b.PaymentID)
+	assert.False(t, b.Duplicate)
+	pays, err := d.Payments(context.Background(), "BK-2")
+	require.NoError(t, err)
+	assert.Len(t, pays, 2)
+}
+
+func TestRefundRefusals(t *testing.T) {
+	d, _ := openDesk(t)
+	// BK-3 is 9900 cents: 6000 + 6000 is too much.
+	var ok RefundResult
+	mustCall(t, d, "refund", approved("k-1", `{"booking_id":"BK-3","amount_cents":6000}`), &ok)
+	_, err := call(t, d, "refund", approved("k-2", `{"booking_id":"BK-3","amount_cents":6000}`))
+	appErr := appError(t, err, tool.ErrNonRetryable)
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), "already refunded")
+
+	_, err = call(t, d, "refund", approved("k-3", `{"booking_id":"BK-9","amount_cents":1}`))
+	appError(t, err, tool.ErrNonRetryable)
+
+	_, err = call(t, d, "refund", approved("k-4", `{"booking_id":"BK-1","amount_cents":0}`))
+	appError(t, err, tool.ErrInvalidArgs)
+
+	// A key that paid once cannot be reused for a different refund.
+	_, err = call(t, d, "refund", approved("k-1", `{"booking_id":"BK-3","amount_cents":100}`))
+	appError(t, err, tool.ErrNonRetryable)
+
+	pays, err := d.Payments(context.Background(), "BK-3")
+	require.NoError(t, err)
+	assert.Len(t, pays, 1)
+}
+
+func TestRefundConcurrentSameKeyPaysOnce(t *testing.T) {
+	d, path := openDesk(t)
+	// A second desk on the same file stands for a second worker process:
+	// its own connection, so only SQLite's locking keeps the two apart.
+	other, err := Open(path)
+	require.NoError(t, err)
+	defer other.Close()
+	desks := []*Desk{d, other}
+	const n = 8
+	results := make([]RefundResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			for _, tl := range desks[i%2].Tools() {
+				env.RegisterActivityWithOptions(tl.Run, activity.RegisterOptions{Name: tl.Spec.Name})
+			}
+			val, err := env.ExecuteActivity("refund", approved("run-1/c-7", `{"booking_id":"BK-1","amount_cents":5000}`))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var resp tool.Response
+			if errs[i] = val.Get(&resp); errs[i] == nil {
+				errs[i] = json.Unmarshal(resp.Result, &results[i])
+			}
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		assert.Equal(t, results[0].PaymentID, results[i].PaymentID)
+		if !results[i].Duplicate {
+			fresh++
+		}
+	}
+	assert.Equal(t, 1, fresh, "exactly one call paid; the others saw its payment")
+	pays, err := d.Payments(context.Background(), "BK-1")
+	require.NoError(t, err)
+	assert.Len(t, pays, 1)
+}
+
+func TestRefundCrashAfterCommitDoesNotPayTwice(t *testing.T) {
+	d, _ := openDesk(t)
+	crashes := 0
+	d.FailAfterCommit = func(name string) error {
+		if name == "refund" && crashes == 0 {
+			crashes++
+			return errors.New("worker lost")
+		}
+		return nil
+	}
+	args := `{"booking_id":"BK-2","amount_cents":2500}`
+	_, err := call(t, d, "refund", approved("run-1/c-4", args))
+	appErr := appError(t, err, tool.ErrTransient)
+	assert.False(t, appErr.NonRetryable(), "a crash is retried")
+
+	pays, err := d.Payments(context.Background(), "BK-2")
+	require.NoError(t, err)
+	require.Len(t, pays, 1, "the payment committed before the crash")
+
+	var retry RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-4", args), &retry)
+	assert.Equal(t, pays[0].ID, retry.PaymentID)
+	assert.True(t, retry.Duplicate)
+
+	pays, err = d.Payments(context.Background(), "BK-2")
+	require.NoError(t, err)
+	assert.Len(t, pays, 1)
+}
+
+const injection = `Robert'); DROP TABLE bookings;--`
+
+func TestBookHotelComplianceInterrupt(t *testing.T) {
+	d, _ := openDesk(t)
+	args, err := json.Marshal(BookArgs{Guest: injection, Hotel: "Hotel Aurora", Nights: 2})
+	require.NoError(t, err)
+	_, err = call(t, d, "book_hotel", req("run-1/c-1", string(args)))
+	appErr := appError(t, err, tool.ErrInterrupt)
+	assert.True(t, appErr.NonRetryable())
+	var details tool.ErrorDetails
+	require.NoError(t, appErr.Details(&details))
+	assert.True(t, strings.HasPrefix(details.Message, "compliance: guest name looks like SQL injection: "), details.Message)
+	assert.Contains(t, details.Message, injection)
+
+	assert.Equal(t, 3, count(t, d, `SELECT COUNT(*) FROM bookings`), "nothing was written")
+	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM bookings WHERE idem_key = ?`, "run-1/c-1"))
+
+	for _, s := range []string{"x' OR 1=1", "a; b", "x -- y", "/* hi */", "1 UNION SELECT secret", "drop table t"} {
+		assert.NotEmpty(t, suspicious(s), s)
+	}
+	for _, s := range []string{"Ada Lovelace", "Hotel Aurora", "Jean-Luc Picard", "Anne-Marie (Annie) Smith"} {
+		assert.Empty(t, suspicious(s), s)
+	}
+}
+
+func TestBookHotelApprovedBooksOnce(t *testing.T) {
+	d, _ := openDesk(t)
+	args, err := json.Marshal(BookArgs{Guest: injection, Hotel: "Hotel Aurora", Nights: 2})
+	require.NoError(t, err)
+	var first, again Booking
+	mustCall(t, d, "book_hotel", approved("run-1/c-1", string(args)), &first)
+	assert.Equal(t, "BK-4", first.BookingID)
+	assert.Equal(t, injection, first.Guest, "stored verbatim: the SQL is parameterised")
+	assert.EqualValues(t, 2*NightlyRateCents, first.AmountCents)
+	assert.False(t, first.Duplicate)
+
+	mustCall(t, d, "book_hotel", approved("run-1/c-1", string(args)), &again)
+	assert.True(t, again.Duplicate)
+	assert.Equal(t, first.BookingID, again.BookingID)
+
+	assert.Equal(t, 1, count(t, d, `SELECT COUNT(*) FROM bookings WHERE guest = ?`, injection))
+	assert.Equal(t, 4, count(t, d, `SELECT COUNT(*) FROM bookings`), "the bookings table is still there")
+
+	// A plain booking needs no compliance approval, and takes a chosen id.
+	var plain Booking
+	mustCall(t, d, "book_hotel", approved("run-1/c-2", `{"nights":1,"hotel":"Harbour Inn","guest":"Grace Hopper","booking_id":"BK-100"}`), &plain)
+	assert.Equal(t, "BK-100", plain.BookingID)
+	_, err = call(t, d, "book_hotel", approved("run-1/c-3", `{"nights":1,"hotel":"Harbour Inn","guest":"Grace Hopper","booking_id":"BK-100"}`))
+	appError(t, err, tool.ErrNonRetryable)
+}
+
+func TestCarrierStatusFailsTransientlyAndFallbackAnswers(t *testing.T) {
+	d, _ := openDesk(t)
+	assert.Equal(t, AlwaysFail, d.Flaky, "the demo default shows retry and fallback")
+	_, err := call(t, d, "carrier_status", req("", `{"order_id":"ORD-1001"}`))
+	appErr := appError(t, err, tool.ErrTransient)
+	assert.False(t, appErr.NonRetryable())
+	assert.Contains(t, err.Error(), ErrCarrierUnavailable.Error())
+
+	var cached OrderStatus
+	mustCall(t, d, "cached_order_status", req("", `{"order_id":"ORD-1001"}`), &cached)
+	assert.Equal(t, OrderStatus{OrderID: "ORD-1001", Status: "in transit", AsOf: "2026-03-01T09:00:00Z", Source: "desk cache", Stale: true}, cached)
+
+	_, err = call(t, d, "cached_order_status", req("", `{"order_id":"ORD-9"}`))
+	appError(t, err, tool.ErrNonRetryable)
+}
+
+func TestCarrierStatusFailsThenAnswers(t *testing.T) {
+	d, _ := openDesk(t)
+	d.Flaky = 2
+	r := tool.Request{CallID: "c-9", Args: json.RawMessage(`{"order_id":"ORD-1002"}`)}
+	for range 2 {
+		_, err := call(t, d, "carrier_status", r)
+		appError(t, err, tool.ErrTransient)
+	}
+	var live OrderStatus
+	mustCall(t, d, "carrier_status", r, &live)
+	assert.Equal(t, "delivered", live.Status)
+	assert.Equal(t, "carrier", live.Source)
+	assert.False(t, live.Stale)
+
+	d.Flaky = 0
+	mustCall(t, d, "carrier_status", tool.Request{CallID: "c-10", Args: r.Args}, &live)
+	assert.Equal(t, "delivered", live.Status)
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	d, path := openDesk(t)
+	var closed CloseResult
+	mustCall(t, d, "close_ticket", approved("run-1/c-3", `{"ticket_id":"TKT-3"}`), &closed)
+	var paid RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-4", `{"booking_id":"BK-1","amount_cents":1000}`), &paid)
+	require.NoError(t, d.Close())
+
+	d2, err := Open(path)
+	require.NoError(t, err)
+	defer d2.Close()
+	var tk Ticket
+	mustCall(t, d2, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
+	assert.Equal(t, StatusClosed, tk.Status)
+	assert.Equal(t, "run-1/c-3", tk.ClosedBy)
+
+	// The idempotency key is durable: a resume after a restart does not pay again.
+	var again RefundResult
+	mustCall(t, d2, "refund", approved("run-1/c-4", `{"booking_id":"BK-1","amount_cents":1000}`), &again)
+	assert.True(t, again.Duplicate)
+	assert.Equal(t, paid.PaymentID, again.PaymentID)
+	pays, err := d2.Payments(context.Background(), "BK-1")
+	require.NoError(t, err)
+	assert.Len(t, pays, 1)
+}

@@ -1,0 +1,178 @@
+package devserver
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+)
+
+const clusterName = "active"
+
+// dynamicConfig is the server's dynamic config: the defaults, plus what a dev
+// box and toolgate's tests need.
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		// Workflow update (toolgate's approve/reject updates). Both are on by
+		// default in v1.32; set so that a default flip cannot break toolgate.
+		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key():              true,
+		dynamicconfig.FrontendEnableUpdateWorkflowExecutionAsyncAccepted.Key(): true,
+		// Read search attribute definitions (and namespace aliases of custom
+		// search attributes) through to the database instead of a cache that
+		// refreshes every few seconds: a search attribute added at start is
+		// usable at once, not after the next refresh. What the server's own
+		// test clusters and temporaltest do; fine for one local user.
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+	}
+}
+
+// endpoint is where the frontend listens and how clients reach it.
+type endpoint struct {
+	bindIP  string // IP literal the listener binds to
+	dialIP  string // IP clients use (loopback when bindIP is unspecified)
+	port    int
+	address string // dialIP:port
+}
+
+// parseListenAddress parses "host:port" for a listener. An empty host or
+// "localhost" means 127.0.0.1 (a dev server is not exposed by accident; pass
+// 0.0.0.0 to listen on all interfaces); port 0 means "pick a free one".
+func parseListenAddress(addr string) (host string, port int, err error) {
+	if addr == "" {
+		return "127.0.0.1", 0, nil
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	switch h {
+	case "", "localhost":
+		h = "127.0.0.1"
+	}
+	if net.ParseIP(h) == nil {
+		return "", 0, fmt.Errorf("host %q is not an IP address (use an IP, localhost or an empty host)", h)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, port, nil
+}
+
+func dialIP(bindIP string) string {
+	if ip := net.ParseIP(bindIP); ip != nil && ip.IsUnspecified() {
+		if ip.To4() == nil {
+			return "::1"
+		}
+		return "127.0.0.1"
+	}
+	return bindIP
+}
+
+// resolveFrontend picks the frontend endpoint from Options.Address.
+func resolveFrontend(addr string) (endpoint, error) {
+	host, port, err := parseListenAddress(addr)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("devserver: Address %q: %w", addr, err)
+	}
+	if port == 0 {
+		if port, err = freePort(host); err != nil {
+			return endpoint{}, fmt.Errorf("devserver: %w", err)
+		}
+	} else if err := checkPortFree(host, port); err != nil {
+		return endpoint{}, fmt.Errorf("devserver: frontend address %s is not free: %w", addr, err)
+	}
+	d := dialIP(host)
+	return endpoint{bindIP: host, dialIP: d, port: port, address: net.JoinHostPort(d, strconv.Itoa(port))}, nil
+}
+
+// serverConfig is the static config of a single-process server: all four
+// services, one history shard, SQLite for both stores, every port but the
+// frontend's picked free on 127.0.0.1.
+func serverConfig(fe endpoint, sql *config.SQL) (*config.Config, error) {
+	ports := newPortPicker("127.0.0.1")
+	ports.used[fe.port] = true
+	next := func() (int, error) { return ports.next() }
+
+	var cfg config.Config
+	cfg.Global.Membership = config.Membership{
+		MaxJoinDuration:  30 * time.Second,
+		BroadcastAddress: "127.0.0.1",
+	}
+
+	const store = "sqlite-default"
+	cfg.Persistence = config.Persistence{
+		DefaultStore:     store,
+		VisibilityStore:  store,
+		NumHistoryShards: 1,
+		DataStores:       map[string]config.DataStore{store: {SQL: sql}},
+	}
+
+	cfg.ClusterMetadata = &cluster.Config{
+		EnableGlobalNamespace:    false,
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             fe.address,
+				// ClusterID left empty: generated on first start, then read
+				// from the database.
+			},
+		},
+	}
+	cfg.DCRedirectionPolicy = config.DCRedirectionPolicy{Policy: "noop"}
+
+	frontend := config.Service{RPC: config.RPC{GRPCPort: fe.port, BindOnIP: fe.bindIP}}
+	var err error
+	if frontend.RPC.MembershipPort, err = next(); err != nil {
+		return nil, err
+	}
+	if frontend.RPC.HTTPPort, err = freePortOn(ports, fe.bindIP); err != nil {
+		return nil, err
+	}
+	cfg.Services = map[string]config.Service{"frontend": frontend}
+	for _, name := range []string{"history", "matching", "worker"} {
+		svc := config.Service{RPC: config.RPC{BindOnLocalHost: true}}
+		if svc.RPC.GRPCPort, err = next(); err != nil {
+			return nil, err
+		}
+		if svc.RPC.MembershipPort, err = next(); err != nil {
+			return nil, err
+		}
+		cfg.Services[name] = svc
+	}
+
+	cfg.Archival.History.State = "disabled"
+	cfg.Archival.Visibility.State = "disabled"
+	cfg.NamespaceDefaults.Archival.History.State = "disabled"
+	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	// The server's internal SDK clients (system workflows) dial this.
+	cfg.PublicClient.HostPort = fe.address
+	return &cfg, nil
+}
+
+// freePortOn picks a port for the frontend's HTTP API, which listens on the
+// frontend's IP: free there and distinct from the other picks.
+func freePortOn(p *portPicker, ip string) (int, error) {
+	if ip == p.host {
+		return p.next()
+	}
+	for range 20 {
+		port, err := freePort(ip)
+		if err != nil {
+			return 0, err
+		}
+		if !p.used[port] {
+			p.used[port] = true
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free TCP port on %s", ip)
+}

@@ -1,0 +1,356 @@
+// Package devserver runs a real Temporal server in-process, persisted in one
+// SQLite file, so that `toolgate dev` and `toolgate demo` need nothing but Go.
+//
+// Stopping it and starting it again on the same data directory keeps every
+// workflow; the frontend may move to another port in between (clients
+// reconnect by address).
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/primitives/timestamp"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// DefaultNamespace is the namespace used when Options.Namespace is empty.
+const DefaultNamespace = "default"
+
+// NamespaceRetention is the workflow retention of a namespace that Start registers.
+const NamespaceRetention = 7 * 24 * time.Hour
+
+// startTimeout bounds Start when ctx has no deadline.
+const startTimeout = 2 * time.Minute
+
+// Options configures Start.
+type Options struct {
+	DataDir   string // required; the SQLite file is DataDir/temporal.db (created if missing)
+	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
+	Namespace string // "" means "default"; registered if missing (retention 7 days)
+	UIAddress string // host:port for the Temporal Web UI; "" means no UI
+	// Logger receives the server's warnings and errors (and everything, when
+	// its handler is enabled for debug). nil discards the server's logs.
+	Logger *slog.Logger
+	// SearchAttributes to register (name -> type) in the namespace, e.g.
+	// {"ToolgateStatus": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	// "ToolgatePendingTools": enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST}.
+	// Those already registered with the same type are left alone; one
+	// registered with another type is an error.
+	SearchAttributes map[string]enumspb.IndexedValueType
+}
+
+// Server is a running in-process Temporal server.
+type Server struct {
+	address   string
+	namespace string
+	dbPath    string
+	srv       temporal.Server
+	ui        *ui
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// open data directories of this process: the sqlite plugin shares one
+// connection per file, so two servers on one file must not overlap.
+var (
+	openMu   sync.Mutex
+	openDirs = map[string]bool{}
+)
+
+// Start starts the server and returns once its frontend serves the namespace
+// and the search attributes are registered. ctx bounds the start (2 minutes
+// when it has no deadline); it does not stop the server later: call Stop.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("devserver: Options.DataDir is required")
+	}
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: data dir: %w", err)
+	}
+	if strings.ContainsAny(dir, "?#") {
+		// The sqlite plugin builds a "file:<path>?..." URI without escaping.
+		return nil, fmt.Errorf("devserver: data dir %q must not contain '?' or '#'", dir)
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("devserver: create data dir: %w", err)
+	}
+	openMu.Lock()
+	if openDirs[dir] {
+		openMu.Unlock()
+		return nil, fmt.Errorf("devserver: data dir %s is in use by another Server of this process", dir)
+	}
+	openDirs[dir] = true
+	openMu.Unlock()
+
+	s := &Server{namespace: ns, dbPath: filepath.Join(dir, dbFileName)}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Stop()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("devserver: start: %v", r)
+		}
+	}()
+	if err := s.start(ctx, opts); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context, opts Options) error {
+	fe, err := resolveFrontend(opts.Address)
+	if err != nil {
+		return err
+	}
+	s.address = fe.address
+
+	sqlCfg := sqlConfig(s.dbPath)
+	if _, err := ensureSchema(s.dbPath); err != nil {
+		return fmt.Errorf("devserver: %w", err)
+	}
+	nsCfg, err := sqliteschema.NewNamespaceConfig(clusterName, s.namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return fmt.Errorf("devserver: namespace %q: %w", s.namespace, err)
+	}
+	nsCfg.Detail.Config.Retention = timestamp.DurationPtr(NamespaceRetention)
+	// A no-op when the namespace exists; search attributes missing from an
+	// existing namespace are added below, through the operator service.
+	if err := sqliteschema.CreateNamespaces(sqlCfg, nsCfg); err != nil {
+		return fmt.Errorf("devserver: register namespace %q: %w", s.namespace, err)
+	}
+
+	cfg, err := serverConfig(fe, sqlCfg)
+	if err != nil {
+		return fmt.Errorf("devserver: %w", err)
+	}
+	logger := newServerLogger(opts.Logger)
+	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
+	if err != nil {
+		return fmt.Errorf("devserver: authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
+	if err != nil {
+		return fmt.Errorf("devserver: claim mapper: %w", err)
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+	if err != nil {
+		return fmt.Errorf("devserver: create server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		_ = srv.Stop()
+		return fmt.Errorf("devserver: start server: %w", err)
+	}
+	s.srv = srv
+
+	if err := s.awaitReady(ctx, opts.SearchAttributes); err != nil {
+		return err
+	}
+
+	if opts.UIAddress != "" {
+		if s.ui, err = startUI(ctx, opts.UIAddress, s.address, s.namespace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitReady waits until the frontend serves the namespace, then registers
+// the missing search attributes.
+func (s *Server) awaitReady(ctx context.Context, want map[string]enumspb.IndexedValueType) error {
+	c, err := s.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	var lastErr error
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, lastErr = c.CheckHealth(callCtx, &client.CheckHealthRequest{})
+		if lastErr == nil {
+			_, lastErr = c.WorkflowService().DescribeNamespace(callCtx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace})
+		}
+		cancel()
+		if lastErr == nil {
+			break
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("devserver: frontend %s not ready: %w (last error: %v)", s.address, err, lastErr)
+		}
+	}
+	return s.ensureSearchAttributes(ctx, c, want)
+}
+
+func (s *Server) dial(ctx context.Context) (client.Client, error) {
+	var lastErr error
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := client.DialContext(callCtx, client.Options{
+			HostPort:  s.address,
+			Namespace: s.namespace,
+			Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		})
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("devserver: frontend %s not reachable: %w (last error: %v)", s.address, err, lastErr)
+		}
+	}
+}
+
+func (s *Server) ensureSearchAttributes(ctx context.Context, c client.Client, want map[string]enumspb.IndexedValueType) error {
+	if len(want) == 0 {
+		return nil
+	}
+	ops := c.OperatorService()
+	list, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace})
+	if err != nil {
+		return fmt.Errorf("devserver: list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	var conflicts []string
+	for _, name := range sortedKeys(want) {
+		typ := want[name]
+		have, ok := list.GetCustomAttributes()[name]
+		if !ok {
+			have, ok = list.GetSystemAttributes()[name]
+		}
+		switch {
+		case !ok:
+			missing[name] = typ
+		case have != typ:
+			conflicts = append(conflicts, fmt.Sprintf("%s is %s, want %s", name, have, typ))
+		}
+	}
+	if len(conflicts) > 0 {
+		return fmt.Errorf("devserver: search attributes registered with another type in namespace %q: %s",
+			s.namespace, strings.Join(conflicts, "; "))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace:        s.namespace,
+		SearchAttributes: missing,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("devserver: add search attributes %v: %w", sortedKeys(missing), err)
+	}
+	return nil
+}
+
+// Address is the frontend's host:port, for client.Options.HostPort.
+func (s *Server) Address() string { return s.address }
+
+// Namespace is the namespace Start registered.
+func (s *Server) Namespace() string { return s.namespace }
+
+// UIAddress is the Web UI's host:port ("http://" + UIAddress()), or "" when
+// no UI is served.
+func (s *Server) UIAddress() string {
+	if s.ui == nil {
+		return ""
+	}
+	return s.ui.address
+}
+
+// Stop stops the UI and the server gracefully and closes the SQLite file,
+// after which Start may open the same DataDir again. It is idempotent: later
+// calls return the first call's result.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.ui != nil {
+			s.ui.stop()
+		}
+		if s.srv != nil {
+			if err := stopServer(s.srv); err != nil {
+				errs = append(errs, fmt.Errorf("devserver: stop server: %w", err))
+			}
+		}
+		if s.dbPath != "" {
+			if _, err := releaseSQLite(s.dbPath); err != nil {
+				errs = append(errs, fmt.Errorf("devserver: close %s: %w", s.dbPath, err))
+			}
+			openMu.Lock()
+			delete(openDirs, filepath.Dir(s.dbPath))
+			openMu.Unlock()
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+func stopServer(srv temporal.Server) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return srv.Stop()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,72 @@
+package devserver
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+)
+
+// portPicker hands out distinct free TCP ports on one host.
+type portPicker struct {
+	host string
+	used map[int]bool
+}
+
+func newPortPicker(host string) *portPicker {
+	return &portPicker{host: host, used: map[int]bool{}}
+}
+
+// next returns a free port that this picker has not returned before.
+func (p *portPicker) next() (int, error) {
+	for range 20 {
+		port, err := freePort(p.host)
+		if err != nil {
+			return 0, err
+		}
+		if !p.used[port] {
+			p.used[port] = true
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free TCP port on %s", p.host)
+}
+
+// freePort asks the OS for a free port on host.
+//
+// The port is bound, a connection is made to it and closed from the listening
+// side, which leaves the port in TIME_WAIT: on Linux and the BSDs (which
+// randomize ephemeral ports) the OS then does not hand the same port out for
+// another bind(:0) for a while, yet an explicit bind with SO_REUSEADDR (what
+// Go's listeners use) succeeds. This is the temporal CLI's approach.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	addr := l.Addr().(*net.TCPAddr)
+	if runtime.GOOS != "darwin" && runtime.GOOS != "windows" {
+		c, err := net.DialTCP("tcp", nil, addr)
+		if err != nil {
+			return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+		}
+		s, err := l.Accept()
+		if err != nil {
+			_ = c.Close()
+			return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+		}
+		_ = s.Close() // close from the server side first: TIME_WAIT stays on this port
+		_ = c.Close()
+	}
+	return addr.Port, nil
+}
+
+// checkPortFree reports an error when host:port cannot be bound right now.
+func checkPortFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}

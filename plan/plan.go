@@ -1,0 +1,123 @@
+// Package plan is the vocabulary between a run and its planner: what the
+// planner is shown (the goal, the transcript, the registered tools) and what it
+// answers (tool calls to make, or a final answer).
+//
+// Planners that do I/O (a model behind HTTP) run as activities, so their
+// answers are in the history and replay never calls them again. The scripted
+// planner is a pure function of the run's input and is evaluated in place.
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolgate/toolgate/tool"
+)
+
+// Planner kinds.
+const (
+	// KindScripted replays fixed steps of calls, then gives Answer.
+	KindScripted = "scripted"
+	// KindSupport is a small rule-based support-desk planner (an activity).
+	KindSupport = "support"
+	// KindOpenAI asks an OpenAI-compatible Chat Completions endpoint (an activity).
+	KindOpenAI = "openai"
+)
+
+// ActivityName is the activity type a planner kind runs as.
+func ActivityName(kind string) string { return "plan." + kind }
+
+// Config chooses and configures a run's planner (RunInput.planner).
+type Config struct {
+	Kind string `json:"kind"`
+	// Turns (scripted): planner steps, each a list of calls proposed together.
+	// An empty step ends the current user turn with Answer; when the steps run
+	// out the planner answers.
+	Turns [][]tool.Proposal `json:"turns,omitempty"`
+	// Answer (scripted): the final answer.
+	Answer string `json:"answer,omitempty"`
+	// Model and BaseURL (openai): which model at which endpoint. The API key is
+	// never part of the run: the worker reads it from its environment.
+	Model   string `json:"model,omitempty"`
+	BaseURL string `json:"base_url,omitempty"`
+}
+
+// Validate reports what is wrong with a planner config, if anything.
+func (c Config) Validate() error {
+	switch c.Kind {
+	case KindScripted:
+		for i, step := range c.Turns {
+			for j, p := range step {
+				if p.Tool == "" {
+					return fmt.Errorf("planner.turns[%d][%d]: tool is empty", i, j)
+				}
+			}
+		}
+		return nil
+	case KindSupport, KindOpenAI:
+		return nil
+	case "":
+		return fmt.Errorf("planner.kind is empty: want %q, %q or %q", KindScripted, KindSupport, KindOpenAI)
+	default:
+		return fmt.Errorf("planner.kind %q is unknown: want %q, %q or %q", c.Kind, KindScripted, KindSupport, KindOpenAI)
+	}
+}
+
+// Transcript roles.
+const (
+	RoleUser      = "user"      // the goal, or a later message
+	RoleAssistant = "assistant" // the planner's proposals, or its answer
+	RoleTool      = "tool"      // one call's outcome
+)
+
+// Entry is one line of the transcript a planner sees.
+type Entry struct {
+	Role string `json:"role"`
+	// Text: the user's words (user) or the planner's answer (assistant).
+	Text string `json:"text,omitempty"`
+	// Calls: what the planner proposed (assistant), numbered by the run.
+	Calls []tool.Call `json:"calls,omitempty"`
+	// Outcome of one call (tool).
+	CallID string `json:"call_id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// Status is the call's final trace status: ok, cache_hit, rejected,
+	// expired, error, blocked (deny policy).
+	Status string          `json:"status,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error says what went wrong (error), or why a human said no (rejected, expired).
+	Error string `json:"error,omitempty"`
+}
+
+// ToolInfo is what a planner is told of a registered tool.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Destructive bool            `json:"destructive,omitempty"`
+}
+
+// Request is a planner's input: one step of one user turn.
+type Request struct {
+	Goal       string     `json:"goal"`
+	Transcript []Entry    `json:"transcript"`
+	Tools      []ToolInfo `json:"tools"`
+	// Step counts the planner steps of the whole run (0 for the first).
+	Step   int    `json:"step"`
+	Config Config `json:"config"`
+}
+
+// Decision is a planner's output: calls to make now (run concurrently, their
+// outcomes returned in this order), or — when Calls is empty — the answer.
+type Decision struct {
+	Calls  []tool.Proposal `json:"calls,omitempty"`
+	Answer string          `json:"answer,omitempty"`
+}
+
+// Scripted is the scripted planner: step `step` of cfg.Turns, or the answer.
+// It is pure, so the workflow evaluates it in place (no activity, no events).
+func Scripted(cfg Config, step int) Decision {
+	if step < len(cfg.Turns) && len(cfg.Turns[step]) > 0 {
+		return Decision{Calls: cfg.Turns[step]}
+	}
+	return Decision{Answer: cfg.Answer}
+}

@@ -1,0 +1,96 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Proposal is a tool call as a planner proposes it: a tool name and its
+// arguments (a JSON object). It carries no flags: whether the tool is
+// destructive is decided by the worker's registration alone.
+type Proposal struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Call is a proposal the run has accepted and numbered. IDs are deterministic
+// over the whole session ("c-1", "c-2", …), continue-as-new included.
+type Call struct {
+	ID   string          `json:"call_id"`
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// Approval is the decision that let a call through.
+type Approval struct {
+	Approver string `json:"approver"`
+	Note     string `json:"note,omitempty"`
+	// Kind says what was approved: the call at the gate (ApprovedAtGate),
+	// by the run's always_approve policy (ApprovedByPolicy), or the question the
+	// tool itself raised with an interrupt (ApprovedInterrupt). A tool's own
+	// guard must look for ApprovedInterrupt: an approval at the gate was not
+	// given with the guard's message in front of the reviewer.
+	Kind string `json:"kind"`
+}
+
+// Approval kinds.
+const (
+	ApprovedAtGate    = "gate"
+	ApprovedByPolicy  = "policy"
+	ApprovedInterrupt = "interrupt"
+)
+
+// InterruptApproved reports whether a human approved the interrupt this
+// tool raised for the call ctx serves: a guard that interrupted may now commit.
+func InterruptApproved(ctx context.Context) bool {
+	info, ok := InfoFrom(ctx)
+	return ok && info.Approval != nil && info.Approval.Kind == ApprovedInterrupt
+}
+
+// Request is what a tool's activity receives.
+type Request struct {
+	// CallID is the run's id for this call ("c-3").
+	CallID string `json:"call_id"`
+	// IdempotencyKey is derived from the workflow id and the call id; it is the
+	// same on every attempt, after a worker crash and after a resume, so a side
+	// effect keyed by it happens once.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Args are the call's exact arguments.
+	Args json.RawMessage `json:"args"`
+	// Approval is set when a human approved this call (at the gate, or after
+	// the tool itself raised an interrupt).
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// IdempotencyKey derives a call's idempotency key from the workflow id and the call id.
+func IdempotencyKey(workflowID, callID string) string {
+	return workflowID + "/" + callID
+}
+
+// Response is what a tool's activity returns.
+type Response struct {
+	Result json.RawMessage `json:"result"`
+	// Attempt is the attempt that produced the result (1 for the first).
+	Attempt int32 `json:"attempt"`
+}
+
+type infoKey struct{}
+
+// Info is what a tool implementation can learn about the call it serves.
+type Info struct {
+	CallID         string
+	IdempotencyKey string
+	Approval       *Approval
+	Attempt        int32
+}
+
+// WithInfo returns a context carrying info; the worker calls it before a tool runs.
+func WithInfo(ctx context.Context, info Info) context.Context {
+	return context.WithValue(ctx, infoKey{}, info)
+}
+
+// InfoFrom returns the call info of the tool call ctx serves.
+func InfoFrom(ctx context.Context) (Info, bool) {
+	info, ok := ctx.Value(infoKey{}).(Info)
+	return info, ok
+}

@@ -1,0 +1,110 @@
+// Package worker builds a toolgate worker: it registers the AgentRun workflow,
+// the declared tools (each an activity named after the tool), the planners
+// and the config activity that records the tools in every run's history.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Registry is the part of a Temporal worker (or test environment) that
+// registrations need.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// PlanFunc is a planner activity.
+type PlanFunc func(ctx context.Context, req plan.Request) (plan.Decision, error)
+
+// Options say what a worker offers.
+type Options struct {
+	// Tools are the declared tools. Their flags (destructive, fallback,
+	// invalidates …) are set here and nowhere else.
+	Tools []tool.Tool
+	// Planners by kind (plan.KindSupport, plan.KindOpenAI); the scripted
+	// planner needs no activity.
+	Planners map[string]PlanFunc
+	// AllowAutoApprove lets clients start runs with approval always_approve.
+	AllowAutoApprove bool
+	// SearchAttributes: the namespace has ToolgateStatus and
+	// ToolgatePendingTools, and runs keep them current.
+	SearchAttributes bool
+}
+
+// Config is what runs started on this worker are held to.
+func (o Options) Config() workflows.WorkerConfig {
+	cfg := workflows.WorkerConfig{AllowAutoApprove: o.AllowAutoApprove, SearchAttributes: o.SearchAttributes}
+	for _, t := range o.Tools {
+		cfg.Tools = append(cfg.Tools, t.Spec)
+	}
+	for kind := range o.Planners {
+		cfg.Planners = append(cfg.Planners, kind)
+	}
+	slices.Sort(cfg.Planners)
+	return cfg
+}
+
+// Validate checks the declarations: valid specs, unique names, fallbacks and
+// invalidations that name registered tools.
+func (o Options) Validate() error {
+	names := map[string]bool{}
+	var errs []error
+	for _, t := range o.Tools {
+		if err := t.Spec.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if names[t.Spec.Name] {
+			errs = append(errs, fmt.Errorf("tool %s is registered twice", t.Spec.Name))
+		}
+		if t.Run == nil {
+			errs = append(errs, fmt.Errorf("tool %s has no implementation", t.Spec.Name))
+		}
+		names[t.Spec.Name] = true
+	}
+	for _, t := range o.Tools {
+		if f := t.Spec.Fallback; f != "" && !names[f] {
+			errs = append(errs, fmt.Errorf("tool %s: fallback %s is not registered", t.Spec.Name, f))
+		}
+		for _, inv := range t.Spec.Invalidates {
+			if !names[inv] {
+				errs = append(errs, fmt.Errorf("tool %s: invalidates %s, which is not registered", t.Spec.Name, inv))
+			}
+		}
+	}
+	for kind, fn := range o.Planners {
+		if kind == plan.KindScripted || fn == nil {
+			errs = append(errs, fmt.Errorf("planner %q: the scripted planner needs no activity, and a planner needs a function", kind))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Register registers AgentRun, the config activity, every tool and every
+// planner on r.
+func Register(r Registry, o Options) error {
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("toolgate worker: %w", err)
+	}
+	cfg := o.Config()
+	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
+		activity.RegisterOptions{Name: workflows.ConfigActivity})
+	for _, t := range o.Tools {
+		r.RegisterActivityWithOptions(t.Run, activity.RegisterOptions{Name: t.Spec.Name})
+	}
+	for kind, fn := range o.Planners {
+		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: plan.ActivityName(kind)})
+	}
+	return nil
+}

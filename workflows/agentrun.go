@@ -1,0 +1,336 @@
+// Package workflows holds AgentRun, toolgate's workflow: a planner proposes
+// tool calls, and every call passes gate → memo → run → fallback (executor.go).
+// The code here is pure decision-making over workflow state: all I/O is in
+// activities, time comes from workflow.Now, and nothing ranges over a map.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// run is one AgentRun's state. It lives only inside the workflow function.
+type run struct {
+	in     RunInput
+	policy string
+	cfg    WorkerConfig
+	specs  map[string]tool.Spec
+	tools  *validator
+
+	turn, steps, turnSteps, calls int
+	progress                      int // steps and turns begun by this run (not carried)
+	memo                          *memo
+	transcript                    []plan.Entry
+	trace                         []TraceRecord
+	traceSeq, traceDropped        int
+
+	pending       []*pending // calls waiting for a human, in the order they asked
+	messages      []string   // user messages not yet started as a turn
+	ended         bool
+	awaitingInput bool
+	idleSince     time.Time
+
+	done      string // terminal status, once reached
+	answer    string
+	errText   string
+	blockedOn *tool.ConfirmationRequired
+	refused   []Refusal
+
+	now    func() time.Time
+	logger interface{ Warn(string, ...any) }
+	shown  string // last status published to search attributes / details
+}
+
+// AgentRun runs an agent: it asks the planner for calls, puts each call
+// through gate → memo → run → fallback, feeds the outcomes back, and ends with
+// the planner's answer — or, for a session, waits for the next message.
+func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
+	r, err := newRun(ctx, in)
+	if err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+	}
+	if err := r.registerHandlers(ctx); err != nil {
+		return RunResult{}, fmt.Errorf("registering handlers: %w", err)
+	}
+	r.publish(ctx)
+	return r.loop(ctx)
+}
+
+// newRun validates the input and loads the worker's declared tools: from the
+// carried state after continue-as-new, else through the config local activity,
+// whose result the history keeps (a later change on the worker never changes
+// what this run is held to).
+func newRun(ctx workflow.Context, in RunInput) (*run, error) {
+	in = withDefaults(in)
+	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) }, logger: workflow.GetLogger(ctx)}
+	if err := in.Planner.Validate(); err != nil {
+		return nil, err
+	}
+	switch in.Approval {
+	case PolicyHuman, PolicyDeny, PolicyAlwaysApprove:
+	default:
+		return nil, fmt.Errorf("approval %q is unknown: want %q, %q or %q", in.Approval, PolicyHuman, PolicyDeny, PolicyAlwaysApprove)
+	}
+	if c := in.Carry; c != nil {
+		r.cfg = c.Config
+	} else {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.cfg); err != nil {
+			return nil, fmt.Errorf("loading the worker's tools: %w", err)
+		}
+	}
+	if in.Approval == PolicyAlwaysApprove && !r.cfg.AllowAutoApprove {
+		return nil, fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
+	}
+	if in.Planner.Kind != plan.KindScripted && !contains(r.cfg.Planners, in.Planner.Kind) {
+		return nil, fmt.Errorf("planner %q is not available on this worker (it has %v)", in.Planner.Kind, r.cfg.Planners)
+	}
+	r.specs = map[string]tool.Spec{}
+	for _, s := range r.cfg.Tools {
+		r.specs[s.Name] = s
+	}
+	r.tools = newValidator(r.specs)
+	c := in.Carry
+	if c == nil {
+		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
+	}
+	r.turn, r.steps, r.turnSteps, r.calls = c.Turn, c.Steps, c.TurnSteps, c.Calls
+	r.memo = newMemo(in.MemoEntries, in.MemoBytes, c.Memo)
+	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
+	r.transcript, r.trace, r.traceSeq, r.traceDropped = c.Transcript, c.Trace, c.TraceSeq, c.TraceDropped
+	r.messages, r.ended, r.awaitingInput, r.idleSince = c.Messages, c.Ended, c.AwaitingInput, c.IdleSince
+	r.answer, r.refused = c.Answer, c.Refused
+	return r, nil
+}
+
+func withDefaults(in RunInput) RunInput {
+	if in.Approval == "" {
+		in.Approval = PolicyHuman
+	}
+	if in.ApprovalTimeout <= 0 {
+		in.ApprovalTimeout = Duration(DefaultApprovalTimeout)
+	}
+	if in.IdleTimeout <= 0 {
+		in.IdleTimeout = Duration(DefaultIdleTimeout)
+	}
+	if in.MaxTurns <= 0 {
+		in.MaxTurns = DefaultMaxTurns
+	}
+	if in.MemoEntries <= 0 {
+		in.MemoEntries = DefaultMemoEntries
+	}
+	if in.MemoBytes <= 0 {
+		in.MemoBytes = DefaultMemoBytes
+	}
+	return in
+}
+
+// loop is the agent loop: plan a step, execute its calls, feed back the
+// outcomes; between steps, continue as new when the history grows long.
+func (r *run) loop(ctx workflow.Context) (RunResult, error) {
+	for {
+		if r.awaitingInput {
+			if !r.waitForInput(ctx) {
+				if ctx.Err() != nil {
+					return RunResult{}, ctx.Err()
+				}
+				return r.finish(ctx, StatusCompleted)
+			}
+		}
+		if r.continueAsNewDue(ctx) {
+			return RunResult{}, r.continueAsNew(ctx)
+		}
+		if r.turnSteps >= r.in.MaxTurns {
+			r.errText = fmt.Sprintf("the planner gave no answer within max_turns (%d steps) of turn %d", r.in.MaxTurns, r.turn)
+			return r.finish(ctx, StatusFailed)
+		}
+		decision, err := r.plan(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return RunResult{}, ctx.Err()
+			}
+			r.errText = "planner: " + errorText(err)
+			return r.finish(ctx, StatusFailed)
+		}
+		r.steps++
+		r.turnSteps++
+		r.progress++
+		if len(decision.Calls) == 0 {
+			r.answer = decision.Answer
+			r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleAssistant, Text: decision.Answer})
+			if !r.in.Session {
+				return r.finish(ctx, StatusCompleted)
+			}
+			r.awaitingInput, r.idleSince = true, r.now()
+			r.publish(ctx)
+			continue
+		}
+		calls := r.accept(decision.Calls)
+		outs := r.executeAll(ctx, calls)
+		if ctx.Err() != nil {
+			return RunResult{}, ctx.Err()
+		}
+		for i, c := range calls {
+			r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
+				Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error})
+		}
+		if r.blockedOn != nil {
+			return r.finish(ctx, StatusBlocked)
+		}
+	}
+}
+
+// plan asks the planner for the next step: the scripted planner in place, the
+// others as activities (so their answers are in the history and replay never
+// asks again).
+func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
+	cfg := r.in.Planner
+	if cfg.Kind == plan.KindScripted {
+		return plan.Scripted(cfg, r.steps), nil
+	}
+	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.transcript, TranscriptKeep), Tools: r.toolInfos(), Step: r.steps, Config: cfg}
+	var d plan.Decision
+	var err error
+	if cfg.Kind == plan.KindSupport {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: 10 * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		})
+		err = workflow.ExecuteLocalActivity(lctx, plan.ActivityName(cfg.Kind), req).Get(lctx, &d)
+	} else {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			ActivityID:          fmt.Sprintf("plan-%d", r.steps+1),
+			StartToCloseTimeout: 2 * time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:        2 * time.Second,
+				BackoffCoefficient:     2,
+				MaximumInterval:        time.Minute,
+				MaximumAttempts:        6,
+				NonRetryableErrorTypes: []string{"PlannerRejected", "PlannerMisconfigured"},
+			},
+		})
+		err = workflow.ExecuteActivity(actx, plan.ActivityName(cfg.Kind), req).Get(actx, &d)
+	}
+	return d, err
+}
+
+// recent keeps the goal and the last n transcript entries, starting the kept
+// tail at a user or assistant entry so no call outcome is cut from its proposal.
+func recent(t []plan.Entry, n int) []plan.Entry {
+	if len(t) <= n {
+		return t
+	}
+	tail := t[len(t)-n+1:]
+	for len(tail) > 0 && tail[0].Role == plan.RoleTool {
+		tail = tail[1:]
+	}
+	return append([]plan.Entry{t[0]}, tail...)
+}
+
+func (r *run) toolInfos() []plan.ToolInfo {
+	infos := make([]plan.ToolInfo, 0, len(r.cfg.Tools))
+	for _, s := range r.cfg.Tools {
+		infos = append(infos, plan.ToolInfo{Name: s.Name, Description: s.Description, Schema: s.Schema, Destructive: s.Destructive})
+	}
+	return infos
+}
+
+// accept numbers a step's proposals (c-1, c-2, … over the whole session) and
+// records them in the transcript. Proposals beyond MaxCallsPerStep are numbered
+// and answered with an error, not run.
+func (r *run) accept(proposals []tool.Proposal) []tool.Call {
+	calls := make([]tool.Call, len(proposals))
+	for i, p := range proposals {
+		calls[i] = r.newCall(p.Tool, p.Args)
+	}
+	r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleAssistant, Calls: calls})
+	return calls
+}
+
+func (r *run) newCall(toolName string, args []byte) tool.Call {
+	r.calls++
+	return tool.Call{ID: fmt.Sprintf("c-%d", r.calls), Tool: toolName, Args: args}
+}
+
+// executeAll executes a step's calls concurrently — each with its own gate
+// decision, so a pending approval holds back only its own call — and returns
+// the outcomes in proposal order.
+func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
+	outs := make([]outcome, len(calls))
+	wg := workflow.NewWaitGroup(ctx)
+	for i, c := range calls {
+		if i >= MaxCallsPerStep {
+			msg := fmt.Sprintf("not run: a step may propose at most %d calls", MaxCallsPerStep)
+			r.record(c, TraceRecord{Status: TraceError, Error: msg})
+			outs[i] = outcome{Status: TraceError, Error: msg}
+			continue
+		}
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			outs[i] = r.execute(ctx, c, 0)
+		})
+	}
+	wg.Wait(ctx)
+	return outs
+}
+
+// record appends one event to the trace; the trace keeps its last TraceKeep records.
+func (r *run) record(c tool.Call, rec TraceRecord) {
+	r.traceSeq++
+	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.traceSeq, r.turn, c.ID, c.Tool, c.Args, r.now()
+	r.trace = append(r.trace, rec)
+	if over := len(r.trace) - TraceKeep; over > 0 {
+		r.trace = append([]TraceRecord(nil), r.trace[over:]...)
+		r.traceDropped += over
+	}
+}
+
+// waitForInput waits (status waiting_for_input) for the next message, the end
+// signal, the idle timeout, or a reason to continue as new. It reports whether
+// a new turn starts.
+func (r *run) waitForInput(ctx workflow.Context) bool {
+	idle := time.Duration(r.in.IdleTimeout) - r.now().Sub(r.idleSince)
+	if len(r.messages) == 0 && !r.ended && idle > 0 {
+		_, _ = workflow.AwaitWithTimeout(ctx, idle, func() bool {
+			return len(r.messages) > 0 || r.ended || r.continueAsNewDue(ctx)
+		})
+	}
+	if len(r.messages) == 0 {
+		// Ended, idle, cancelled — or due to continue as new, which the loop
+		// does next; the new run waits again.
+		return r.continueAsNewDue(ctx) && ctx.Err() == nil
+	}
+	text := r.messages[0]
+	r.messages = r.messages[1:]
+	r.progress++
+	r.turn++
+	r.turnSteps = 0
+	r.awaitingInput = false
+	r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleUser, Text: text})
+	r.publish(ctx)
+	return true
+}
+
+// finish ends the run with a terminal status.
+func (r *run) finish(ctx workflow.Context, status string) (RunResult, error) {
+	r.done = status
+	r.awaitingInput = false
+	r.publish(ctx)
+	return RunResult{Status: status, Answer: r.answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.trace}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,37 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/toolgate/toolgate/plan"
+)
+
+// Carry is the state a run hands to its next run when it continues as new.
+type Carry struct {
+	Config WorkerConfig `json:"config"`
+	// Calls numbered so far: the next call id is c-<Calls+1>.
+	Calls int `json:"calls"`
+	// Steps: planner steps taken so far.
+	Steps int `json:"steps"`
+	// Turn is the current user turn (1 for the goal).
+	Turn int `json:"turn"`
+	// TurnSteps: planner steps taken in the current user turn.
+	TurnSteps  int          `json:"turn_steps"`
+	Memo       []MemoEntry  `json:"memo"`
+	MemoHits   int64        `json:"memo_hits"`
+	MemoMisses int64        `json:"memo_misses"`
+	Transcript []plan.Entry `json:"transcript"`
+	Trace      []TraceRecord `json:"trace"`
+	TraceSeq   int          `json:"trace_seq"`
+	// TraceDropped counts the records older than the carried trace.
+	TraceDropped int `json:"trace_dropped,omitempty"`
+	// Messages are user messages received and not yet started as a turn.
+	Messages []string `json:"messages,omitempty"`
+	// Ended: the end signal has been received.
+	Ended bool `json:"ended,omitempty"`
+	// AwaitingInput: the run was waiting for the next message (session runs).
+	AwaitingInput bool      `json:"awaiting_input,omitempty"`
+	IdleSince     time.Time `json:"idle_since,omitempty"`
+	Answer        string    `json:"answer,omitempty"`
+	Refused       []Refusal `json:"refused,omitempty"`
+}

@@ -1,0 +1,36 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// continueAsNewDue reports whether the run should continue as new: Temporal
+// suggests it, or the history reached the run's own limit. A run that has not
+// yet made progress never continues as new, so a limit set too low cannot
+// loop forever.
+func (r *run) continueAsNewDue(ctx workflow.Context) bool {
+	if r.progress == 0 {
+		return false
+	}
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() ||
+		(r.in.HistoryLimit > 0 && info.GetCurrentHistoryLength() >= r.in.HistoryLimit)
+}
+
+// continueAsNew hands the run's state to a new run of the same workflow id:
+// the memo, the call counter (call ids go on: c-101 follows c-100), the
+// transcript, the kept trace, queued messages and the end flag. It is called
+// only between steps, when no call is in flight and none waits for a human.
+// Handlers finish first and signals already delivered are applied, so nothing
+// that arrived around the switch is lost.
+func (r *run) continueAsNew(ctx workflow.Context) error {
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	r.drain(ctx)
+	next := r.in
+	next.Carry = &Carry{
+		Config: r.cfg, Calls: r.calls, Steps: r.steps, Turn: r.turn, TurnSteps: r.turnSteps,
+		Memo: r.memo.snapshot(), MemoHits: r.memo.hits, MemoMisses: r.memo.misses,
+		Transcript: recent(r.transcript, TranscriptKeep), Trace: r.trace, TraceSeq: r.traceSeq, TraceDropped: r.traceDropped,
+		Messages: r.messages, Ended: r.ended, AwaitingInput: r.awaitingInput, IdleSince: r.idleSince,
+		Answer: r.answer, Refused: r.refused,
+	}
+	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
+}

@@ -1,0 +1,259 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/tool"
+)
+
+// This file is the executor: every call the planner proposes passes the same
+// four steps, in this order — gate, memo, run, fallback. Nothing that can
+// produce a result (memo, run, fallback) is reached before the gate has passed.
+
+// outcome is a call's final result as the planner sees it.
+type outcome struct {
+	Status string
+	Result []byte
+	Error  string
+}
+
+// maxFallbackDepth bounds a chain of fallbacks (a fallback's own fallback …).
+const maxFallbackDepth = 3
+
+// execute takes one call through gate → memo → run → fallback.
+func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
+	spec, err := r.check(&c)
+	if err != nil {
+		r.record(c, TraceRecord{Status: TraceError, Error: err.Error()})
+		return outcome{Status: TraceError, Error: err.Error()}
+	}
+
+	// 1. Gate: a destructive call goes on only with a "yes" for this exact call.
+	approval, stop := r.gateStep(ctx, c, spec)
+	if stop != nil {
+		return *stop
+	}
+
+	// 2. Memo: a repeated read is answered from the session's memo. Destructive
+	// calls skip it both ways: never served from it, never stored in it.
+	key, _ := tool.Key(c.Tool, c.Args) // c.Args is already canonical: check passed
+	if !spec.Destructive {
+		if res, ok := r.memo.get(key); ok {
+			r.record(c, TraceRecord{Status: TraceCacheHit, Result: res})
+			return outcome{Status: TraceCacheHit, Result: res}
+		}
+	}
+
+	// 3. Run: an activity with the tool's bounded retry policy.
+	resp, stop, err := r.runStep(ctx, c, spec, approval)
+	if stop != nil {
+		return *stop
+	}
+	if err == nil {
+		if !spec.Destructive {
+			r.memo.put(key, c.Tool, resp.Result)
+		}
+		r.memo.invalidate(spec.Invalidates)
+		r.record(c, TraceRecord{Status: TraceOK, Result: resp.Result, Attempts: resp.Attempt, Approver: approverOf(approval)})
+		return outcome{Status: TraceOK, Result: resp.Result}
+	}
+	attempts := attemptsOf(err, spec)
+
+	// 4. Fallback: only for a retryable failure that used up its attempts.
+	if spec.Fallback != "" && exhausted(err) && depth < maxFallbackDepth {
+		fb := r.newCall(spec.Fallback, c.Args)
+		r.record(c, TraceRecord{Status: TraceFallback, Error: errorText(err), Attempts: attempts,
+			Reason: fmt.Sprintf("falling back to %s as %s", fb.Tool, fb.ID)})
+		out := r.execute(ctx, fb, depth+1)
+		out.Error = joinErrors(fmt.Sprintf("%s failed after %d attempts (%s); answered by fallback %s (%s)",
+			c.Tool, attempts, errorText(err), fb.Tool, fb.ID), out.Error)
+		return out
+	}
+	r.record(c, TraceRecord{Status: TraceError, Error: errorText(err), Attempts: attempts})
+	return outcome{Status: TraceError, Error: errorText(err)}
+}
+
+// gate is the rule itself: a call passes if its tool is not destructive, or if
+// it carries an approval for this exact call. Anything else raises
+// ConfirmationRequired with the exact arguments.
+func gate(spec tool.Spec, c tool.Call, approval *tool.Approval) error {
+	if !spec.Destructive || approval != nil {
+		return nil
+	}
+	return &tool.ConfirmationRequired{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args}
+}
+
+// gateStep applies the gate under the run's policy. It returns the approval
+// the call goes on with, or the outcome that ends it (blocked, rejected, expired).
+func (r *run) gateStep(ctx workflow.Context, c tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
+	var approval *tool.Approval
+	if spec.Destructive && r.policy == PolicyAlwaysApprove {
+		approval = &tool.Approval{Approver: "policy:" + PolicyAlwaysApprove, Kind: tool.ApprovedByPolicy}
+	}
+	err := gate(spec, c, approval)
+	var cr *tool.ConfirmationRequired
+	if !errors.As(err, &cr) {
+		if approval != nil {
+			r.record(c, TraceRecord{Status: TraceApproved, Approver: approval.Approver})
+		}
+		return approval, nil
+	}
+	r.record(c, TraceRecord{Status: TraceBlocked, Error: "needs confirmation"})
+	if r.policy == PolicyDeny {
+		if r.blockedOn == nil {
+			r.blockedOn = cr
+		}
+		return nil, &outcome{Status: TraceBlocked, Error: "destructive call refused by the deny policy"}
+	}
+	approval, stop := r.pause(ctx, c, KindGate, "needs confirmation")
+	if stop != nil {
+		return nil, stop
+	}
+	if err := gate(spec, c, approval); err != nil { // re-evaluated with the approval
+		return nil, &outcome{Status: TraceError, Error: err.Error()}
+	}
+	return approval, nil
+}
+
+// maxInterruptRounds bounds how often one call may interrupt in a row.
+const maxInterruptRounds = 3
+
+// runStep runs the call's activity. A tool that refuses to commit and asks for
+// a human (an interrupt) pauses the call like a gate block; on approval the
+// call runs again with the approval visible to the tool. A non-nil outcome
+// means a human decision (or its absence) ended the call.
+func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval) (tool.Response, *outcome, error) {
+	for round := 1; ; round++ {
+		resp, err := r.activity(ctx, c, spec, approval, round)
+		msg, isInterrupt := interruptMessage(err)
+		if !isInterrupt {
+			return resp, nil, err
+		}
+		if round >= maxInterruptRounds {
+			return resp, nil, fmt.Errorf("%s interrupted %d times in a row: %s", c.Tool, round, msg)
+		}
+		r.record(c, TraceRecord{Status: TraceInterrupted, Reason: msg, Attempts: attemptsOf(err, spec)})
+		var stop *outcome
+		if approval, stop = r.pause(ctx, c, KindInterrupt, msg); stop != nil {
+			return resp, stop, nil
+		}
+	}
+}
+
+// activity schedules the tool's activity (or local activity) for one round of a call.
+func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, round int) (tool.Response, error) {
+	req := tool.Request{
+		CallID:         c.ID,
+		IdempotencyKey: tool.IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID, c.ID),
+		Args:           c.Args,
+		Approval:       approval,
+	}
+	retry := &temporal.RetryPolicy{
+		InitialInterval:        spec.RetryInterval(),
+		BackoffCoefficient:     2,
+		MaximumInterval:        max(10*spec.RetryInterval(), time.Minute),
+		MaximumAttempts:        spec.Attempts(),
+		NonRetryableErrorTypes: spec.Retry.NonRetryable,
+	}
+	var resp tool.Response
+	if spec.Local {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: spec.AttemptTimeout(),
+			RetryPolicy:         retry,
+		})
+		err := workflow.ExecuteLocalActivity(lctx, spec.Name, req).Get(lctx, &resp)
+		return resp, err
+	}
+	id := c.ID
+	if round > 1 {
+		id = fmt.Sprintf("%s#%d", c.ID, round)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ActivityID:          id,
+		StartToCloseTimeout: spec.AttemptTimeout(),
+		RetryPolicy:         retry,
+	})
+	err := workflow.ExecuteActivity(actx, spec.Name, req).Get(actx, &resp)
+	return resp, err
+}
+
+func approverOf(a *tool.Approval) string {
+	if a == nil {
+		return ""
+	}
+	return a.Approver
+}
+
+// exhausted tells a retryable failure that used up its attempts (or its time)
+// from one that was never going to succeed.
+func exhausted(err error) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return false
+	}
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) {
+		switch actErr.RetryState() {
+		case enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED, enumspb.RETRY_STATE_TIMEOUT:
+			return true
+		case enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE:
+			return false
+		}
+	}
+	var timeoutErr *temporal.TimeoutError
+	return errors.As(err, &timeoutErr) || errors.As(err, &appErr)
+}
+
+// attemptsOf reads how many attempts a failed call made.
+func attemptsOf(err error, spec tool.Spec) int32 {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() {
+		var d tool.ErrorDetails
+		if appErr.Details(&d) == nil && d.Attempt > 0 {
+			return d.Attempt
+		}
+	}
+	if exhausted(err) {
+		return spec.Attempts()
+	}
+	return 1
+}
+
+// interruptMessage reports whether err is a tool's interrupt, and its message.
+func interruptMessage(err error) (string, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != tool.ErrInterrupt {
+		return "", false
+	}
+	var d tool.ErrorDetails
+	if appErr.HasDetails() && appErr.Details(&d) == nil && d.Message != "" {
+		return d.Message, true
+	}
+	return appErr.Message(), true
+}
+
+// errorText is the innermost useful message of an activity failure.
+func errorText(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return "timed out (" + timeoutErr.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}
+
+func joinErrors(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
