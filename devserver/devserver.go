@@ -309,7 +309,7 @@ func (s *Server) Stop() error {
 			s.ui.stop()
 		}
 		if s.srv != nil {
-			if err := stopServer(s.srv); err != nil {
+			if err := stopTemporal(s.srv); err != nil {
 				errs = append(errs, fmt.Errorf("devserver: stop server: %w", err))
 			}
 		}
@@ -326,7 +326,7 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
-func stopServer(srv temporal.Server) (err error) {
+func stopTemporal(srv temporal.Server) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)

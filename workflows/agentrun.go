@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -42,9 +43,10 @@ type run struct {
 	blockedOn *tool.ConfirmationRequired
 	refused   []Refusal
 
-	now    func() time.Time
-	logger interface{ Warn(string, ...any) }
-	shown  string // last status published to search attributes / details
+	now     func() time.Time
+	logger  interface{ Warn(string, ...any) }
+	metrics client.MetricsHandler
+	shown   string // last status published to search attributes / details
 }
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -68,7 +70,8 @@ func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 // what this run is held to).
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	in = withDefaults(in)
-	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) }, logger: workflow.GetLogger(ctx)}
+	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
 	if err := in.Planner.Validate(); err != nil {
 		return nil, err
 	}
@@ -281,8 +284,15 @@ func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
 	return outs
 }
 
-// record appends one event to the trace; the trace keeps its last TraceKeep records.
+// record appends one event to the trace (the trace keeps its last TraceKeep
+// records) and counts it: toolgate_<status>, and toolgate_retry for the extra
+// attempts a call took. The SDK's metrics handler emits nothing on replay.
 func (r *run) record(c tool.Call, rec TraceRecord) {
+	m := r.metrics.WithTags(map[string]string{"tool": c.Tool})
+	m.Counter(MetricPrefix + rec.Status).Inc(1)
+	if rec.Attempts > 1 {
+		m.Counter(MetricPrefix + "retry").Inc(int64(rec.Attempts - 1))
+	}
 	r.traceSeq++
 	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.traceSeq, r.turn, c.ID, c.Tool, c.Args, r.now()
 	r.trace = append(r.trace, rec)

@@ -255,6 +255,12 @@ type WorkerConfig struct {
 	SearchAttributes bool `json:"search_attributes"`
 }
 
+// MetricPrefix starts the name of every counter a run emits: toolgate_ok,
+// toolgate_cache_hit, toolgate_cache_miss, toolgate_blocked, toolgate_approved,
+// toolgate_rejected, toolgate_expired, toolgate_interrupted, toolgate_error,
+// toolgate_fallback and toolgate_retry, each tagged with the tool.
+const MetricPrefix = "toolgate_"
+
 // Search attributes a run keeps current when WorkerConfig.SearchAttributes is set.
 const (
 	SearchAttrStatus       = "ToolgateStatus"       // Keyword

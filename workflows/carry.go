@@ -16,13 +16,13 @@ type Carry struct {
 	// Turn is the current user turn (1 for the goal).
 	Turn int `json:"turn"`
 	// TurnSteps: planner steps taken in the current user turn.
-	TurnSteps  int          `json:"turn_steps"`
-	Memo       []MemoEntry  `json:"memo"`
-	MemoHits   int64        `json:"memo_hits"`
-	MemoMisses int64        `json:"memo_misses"`
-	Transcript []plan.Entry `json:"transcript"`
+	TurnSteps  int           `json:"turn_steps"`
+	Memo       []MemoEntry   `json:"memo"`
+	MemoHits   int64         `json:"memo_hits"`
+	MemoMisses int64         `json:"memo_misses"`
+	Transcript []plan.Entry  `json:"transcript"`
 	Trace      []TraceRecord `json:"trace"`
-	TraceSeq   int          `json:"trace_seq"`
+	TraceSeq   int           `json:"trace_seq"`
 	// TraceDropped counts the records older than the carried trace.
 	TraceDropped int `json:"trace_dropped,omitempty"`
 	// Messages are user messages received and not yet started as a turn.

@@ -48,6 +48,7 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 			r.record(c, TraceRecord{Status: TraceCacheHit, Result: res})
 			return outcome{Status: TraceCacheHit, Result: res}
 		}
+		r.metrics.WithTags(map[string]string{"tool": c.Tool}).Counter(MetricPrefix + "cache_miss").Inc(1)
 	}
 
 	// 3. Run: an activity with the tool's bounded retry policy.

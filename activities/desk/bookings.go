@@ -36,6 +36,12 @@ type Booking struct {
 	Duplicate bool `json:"duplicate"`
 }
 
+// bookHotel declares and implements book_hotel. The compliance check runs
+// first, before anything is read or written: input that looks like SQL
+// injection, in a call without an approval, is returned as an interrupt
+// (tool.Interrupt) for a reviewer, and nothing is written. A call with an
+// approval books, keyed by its idempotency key, so a re-run returns the same
+// booking.
 func (d *Desk) bookHotel() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "book_hotel",
@@ -55,7 +61,94 @@ func (d *Desk) bookHotel() tool.Tool {
 			"additionalProperties": false
 		}`),
 		Destructive: true,
-	}, d.BookHotel)
+	}, func(ctx context.Context, args BookArgs) (Booking, error) {
+		// The compliance check stands down only for a human who approved its own
+		// interrupt: an approval at the gate was given without its message.
+		if !tool.InterruptApproved(ctx) {
+			if err := complianceCheck(args); err != nil {
+				return Booking{}, err // nothing read, nothing written
+			}
+		}
+		args.Guest, args.Hotel, args.BookingID = strings.TrimSpace(args.Guest), strings.TrimSpace(args.Hotel), strings.TrimSpace(args.BookingID)
+		if args.Guest == "" || args.Hotel == "" {
+			return Booking{}, tool.InvalidArgs("book_hotel: guest and hotel must not be empty")
+		}
+		if args.Nights < 1 || args.Nights > 30 {
+			return Booking{}, tool.InvalidArgs("book_hotel: nights %d is outside 1..30", args.Nights)
+		}
+		info, err := callInfo(ctx, "book_hotel")
+		if err != nil {
+			return Booking{}, err
+		}
+		res, err := d.book(ctx, info, args)
+		if err != nil {
+			return Booking{}, err
+		}
+		if err := d.afterCommit("book_hotel"); err != nil {
+			return Booking{}, err
+		}
+		return res, nil
+	})
+}
+
+// book inserts the booking keyed by the call's idempotency key, or returns
+// the booking that key already made (Duplicate set), in one write transaction.
+func (d *Desk) book(ctx context.Context, info tool.Info, args BookArgs) (Booking, error) {
+	var res Booking
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		first, found, err := bookingByKey(ctx, tx, info.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		if found {
+			if first.Guest != args.Guest || first.Hotel != args.Hotel || first.Nights != args.Nights ||
+				(args.BookingID != "" && args.BookingID != first.BookingID) {
+				return tool.Permanent(fmt.Errorf("book_hotel: idempotency key %s already booked %s; refusing a different booking under the same key",
+					info.IdempotencyKey, first.BookingID))
+			}
+			first.Duplicate = true
+			res = first
+			return nil
+		}
+		var seq int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM bookings`).Scan(&seq); err != nil {
+			return fmt.Errorf("book_hotel: numbering booking: %w", err)
+		}
+		id := args.BookingID
+		if id == "" {
+			id = fmt.Sprintf("BK-%d", seq)
+		}
+		var taken int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM bookings WHERE id = ?`, id).Scan(&taken); err != nil {
+			return fmt.Errorf("book_hotel: checking id %s: %w", id, err)
+		}
+		if taken > 0 {
+			return tool.Permanent(fmt.Errorf("booking %s already exists", id))
+		}
+		res = Booking{BookingID: id, Guest: args.Guest, Hotel: args.Hotel, Nights: args.Nights, AmountCents: int64(args.Nights) * NightlyRateCents}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO bookings (seq, id, guest, hotel, nights, amount_cents, idem_key, approved_by, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			seq, res.BookingID, res.Guest, res.Hotel, res.Nights, res.AmountCents, info.IdempotencyKey, approver(info),
+			time.Now().UTC().Format(time.RFC3339))
+		if err != nil {
+			return fmt.Errorf("book_hotel: inserting booking: %w", err)
+		}
+		return nil
+	})
+	if isUnique(err) {
+		// The UNIQUE constraint is the last guard: another writer booked under
+		// this key between our check and our insert.
+		first, found, err2 := bookingByKey(ctx, d.db, info.IdempotencyKey)
+		if err2 != nil {
+			return Booking{}, err2
+		}
+		if found {
+			first.Duplicate = true
+			return first, nil
+		}
+	}
+	return res, err
 }
 
 // injectionSigns are what the compliance check looks for, lower-case. The list
@@ -112,91 +205,6 @@ func quoteAll(ss []string) []string {
 		out[i] = fmt.Sprintf("%q", s)
 	}
 	return out
-}
-
-// BookHotel implements book_hotel. The compliance check runs first, before
-// anything is read or written: input that looks like SQL injection, in a call
-// without an approval, is returned as an interrupt (tool.Interrupt) for a
-// reviewer, and nothing is written. A call with an approval books, keyed by
-// its idempotency key, so a re-run returns the same booking.
-func (d *Desk) BookHotel(ctx context.Context, args BookArgs) (Booking, error) {
-	info, _ := tool.InfoFrom(ctx)
-	if info.Approval == nil {
-		if err := complianceCheck(args); err != nil {
-			return Booking{}, err
-		}
-	}
-	args.Guest, args.Hotel, args.BookingID = strings.TrimSpace(args.Guest), strings.TrimSpace(args.Hotel), strings.TrimSpace(args.BookingID)
-	if args.Guest == "" || args.Hotel == "" {
-		return Booking{}, tool.InvalidArgs("book_hotel: guest and hotel must not be empty")
-	}
-	if args.Nights < 1 || args.Nights > 30 {
-		return Booking{}, tool.InvalidArgs("book_hotel: nights %d is outside 1..30", args.Nights)
-	}
-	info, err := callInfo(ctx, "book_hotel")
-	if err != nil {
-		return Booking{}, err
-	}
-	var res Booking
-	err = d.inTx(ctx, func(tx *sql.Tx) error {
-		first, found, err := bookingByKey(ctx, tx, info.IdempotencyKey)
-		if err != nil {
-			return err
-		}
-		if found {
-			if first.Guest != args.Guest || first.Hotel != args.Hotel || first.Nights != args.Nights ||
-				(args.BookingID != "" && args.BookingID != first.BookingID) {
-				return tool.Permanent(fmt.Errorf("book_hotel: idempotency key %s already booked %s; refusing a different booking under the same key",
-					info.IdempotencyKey, first.BookingID))
-			}
-			first.Duplicate = true
-			res = first
-			return nil
-		}
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM bookings`).Scan(&seq); err != nil {
-			return fmt.Errorf("book_hotel: numbering booking: %w", err)
-		}
-		id := args.BookingID
-		if id == "" {
-			id = fmt.Sprintf("BK-%d", seq)
-		}
-		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM bookings WHERE id = ?`, id).Scan(&taken); err != nil {
-			return fmt.Errorf("book_hotel: checking id %s: %w", id, err)
-		}
-		if taken > 0 {
-			return tool.Permanent(fmt.Errorf("booking %s already exists", id))
-		}
-		res = Booking{BookingID: id, Guest: args.Guest, Hotel: args.Hotel, Nights: args.Nights, AmountCents: int64(args.Nights) * NightlyRateCents}
-		_, err = tx.ExecContext(ctx, `
-			INSERT INTO bookings (seq, id, guest, hotel, nights, amount_cents, idem_key, approved_by, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			seq, res.BookingID, res.Guest, res.Hotel, res.Nights, res.AmountCents, info.IdempotencyKey, approver(info),
-			time.Now().UTC().Format(time.RFC3339))
-		if err != nil {
-			return fmt.Errorf("book_hotel: inserting booking: %w", err)
-		}
-		return nil
-	})
-	if isUnique(err) {
-		// Another writer booked under this key between our check and our insert.
-		first, found, err2 := bookingByKey(ctx, d.db, info.IdempotencyKey)
-		if err2 != nil {
-			return Booking{}, err2
-		}
-		if found {
-			first.Duplicate = true
-			return first, nil
-		}
-	}
-	if err != nil {
-		return Booking{}, err
-	}
-	if err := d.afterCommit("book_hotel"); err != nil {
-		return Booking{}, err
-	}
-	return res, nil
 }
 
 // bookingByKey returns the booking made under an idempotency key, if any.

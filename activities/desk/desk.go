@@ -122,15 +122,15 @@ func (d *Desk) Tools() []tool.Tool {
 // schema is the desk's database schema. Every statement is idempotent.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS tickets (
-		seq        INTEGER PRIMARY KEY,
-		id         TEXT NOT NULL UNIQUE,
-		title      TEXT NOT NULL,
-		body       TEXT NOT NULL,
-		status     TEXT NOT NULL CHECK (status IN ('open', 'closed')),
-		resolution TEXT,
-		closed_key TEXT,
-		closed_by  TEXT,
-		closed_at  TEXT
+		seq         INTEGER PRIMARY KEY,
+		id          TEXT NOT NULL UNIQUE,
+		title       TEXT NOT NULL,
+		body        TEXT NOT NULL,
+		status      TEXT NOT NULL CHECK (status IN ('open', 'closed')),
+		resolution  TEXT,
+		closed_key  TEXT,
+		approved_by TEXT,
+		closed_at   TEXT
 	)`,
 	`CREATE TABLE IF NOT EXISTS bookings (
 		seq          INTEGER PRIMARY KEY,

@@ -59,9 +59,17 @@ func req(key, args string) tool.Request {
 	return tool.Request{CallID: "c-1", IdempotencyKey: key, Args: json.RawMessage(args)}
 }
 
+// approved is a request approved at the gate.
 func approved(key, args string) tool.Request {
 	r := req(key, args)
-	r.Approval = &tool.Approval{Approver: "alice", Note: "checked"}
+	r.Approval = &tool.Approval{Approver: "alice", Note: "checked", Kind: tool.ApprovedAtGate}
+	return r
+}
+
+// interruptApproved is a request whose tool interrupted and a human approved that interrupt.
+func interruptApproved(key, args string) tool.Request {
+	r := req(key, args)
+	r.Approval = &tool.Approval{Approver: "alice", Note: "looked at it", Kind: tool.ApprovedInterrupt}
 	return r
 }
 
@@ -101,6 +109,9 @@ func TestOpenSeedsOnce(t *testing.T) {
 	assert.Equal(t, 5, count(t, d2, `SELECT COUNT(*) FROM tickets WHERE status = 'open'`))
 	assert.Equal(t, 3, count(t, d2, `SELECT COUNT(*) FROM bookings WHERE amount_cents > 0 AND guest <> ''`))
 	assert.Equal(t, 0, count(t, d2, `SELECT COUNT(*) FROM payments`))
+	var mode string
+	require.NoError(t, d2.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
+	assert.Equal(t, "wal", mode)
 
 	var tk Ticket
 	mustCall(t, d2, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
@@ -415,6 +426,10 @@ func TestBookHotelComplianceInterrupt(t *testing.T) {
 	args, err := json.Marshal(BookArgs{Guest: injection, Hotel: "Hotel Aurora", Nights: 2})
 	require.NoError(t, err)
 	_, err = call(t, d, "book_hotel", req("run-1/c-1", string(args)))
+	appError(t, err, tool.ErrInterrupt)
+	// An approval at the gate was not given with the compliance message in
+	// front of the reviewer: the check still interrupts.
+	_, err = call(t, d, "book_hotel", approved("run-1/c-1", string(args)))
 	appErr := appError(t, err, tool.ErrInterrupt)
 	assert.True(t, appErr.NonRetryable())
 	var details tool.ErrorDetails
@@ -438,13 +453,13 @@ func TestBookHotelApprovedBooksOnce(t *testing.T) {
 	args, err := json.Marshal(BookArgs{Guest: injection, Hotel: "Hotel Aurora", Nights: 2})
 	require.NoError(t, err)
 	var first, again Booking
-	mustCall(t, d, "book_hotel", approved("run-1/c-1", string(args)), &first)
+	mustCall(t, d, "book_hotel", interruptApproved("run-1/c-1", string(args)), &first)
 	assert.Equal(t, "BK-4", first.BookingID)
 	assert.Equal(t, injection, first.Guest, "stored verbatim: the SQL is parameterised")
 	assert.EqualValues(t, 2*NightlyRateCents, first.AmountCents)
 	assert.False(t, first.Duplicate)
 
-	mustCall(t, d, "book_hotel", approved("run-1/c-1", string(args)), &again)
+	mustCall(t, d, "book_hotel", interruptApproved("run-1/c-1", string(args)), &again)
 	assert.True(t, again.Duplicate)
 	assert.Equal(t, first.BookingID, again.BookingID)
 

@@ -42,6 +42,11 @@ const orderSchema = `{
 	"additionalProperties": false
 }`
 
+// carrierStatus declares and implements carrier_status: it asks the carrier,
+// which fails transiently as Desk.Flaky says (a plain error, so the run
+// retries it, then falls back to cached_order_status). When the carrier
+// answers, its status is read from the orders table, which stands for the
+// carrier's own records in this demo.
 func (d *Desk) carrierStatus() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "carrier_status",
@@ -55,22 +60,18 @@ func (d *Desk) carrierStatus() tool.Tool {
 		},
 		Timeout:  5 * time.Second,
 		Fallback: "cached_order_status",
-	}, d.CarrierStatus)
-}
-
-// CarrierStatus implements carrier_status: it asks the carrier, which fails
-// transiently as Desk.Flaky says (a plain error, so the run retries it).
-func (d *Desk) CarrierStatus(ctx context.Context, args OrderArgs) (OrderStatus, error) {
-	info, _ := tool.InfoFrom(ctx)
-	if err := d.callCarrier(info.CallID); err != nil {
-		return OrderStatus{}, fmt.Errorf("carrier_status %s: %w", args.OrderID, err)
-	}
-	st, err := d.orderStatus(ctx, args.OrderID)
-	if err != nil {
-		return OrderStatus{}, err
-	}
-	st.AsOf, st.Source = time.Now().UTC().Format(time.RFC3339), "carrier"
-	return st, nil
+	}, func(ctx context.Context, args OrderArgs) (OrderStatus, error) {
+		info, _ := tool.InfoFrom(ctx)
+		if err := d.callCarrier(info.CallID); err != nil {
+			return OrderStatus{}, fmt.Errorf("carrier_status %s: %w", args.OrderID, err)
+		}
+		st, err := d.orderStatus(ctx, args.OrderID)
+		if err != nil {
+			return OrderStatus{}, err
+		}
+		st.AsOf, st.Source = time.Now().UTC().Format(time.RFC3339), "carrier"
+		return st, nil
+	})
 }
 
 // callCarrier stands for the carrier's API: it fails the first Flaky
@@ -89,24 +90,22 @@ func (d *Desk) callCarrier(callID string) error {
 	return nil
 }
 
+// cachedOrderStatus declares and implements cached_order_status: the desk
+// database's last known status of the order, marked stale.
 func (d *Desk) cachedOrderStatus() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "cached_order_status",
 		Description: "Read an order's last known delivery status from the support desk's own records " +
 			"(stale=true: it may be behind the carrier). A read; the fallback of carrier_status.",
 		Schema: json.RawMessage(orderSchema),
-	}, d.CachedOrderStatus)
-}
-
-// CachedOrderStatus implements cached_order_status: the desk database's last
-// known status of the order, marked stale.
-func (d *Desk) CachedOrderStatus(ctx context.Context, args OrderArgs) (OrderStatus, error) {
-	st, err := d.orderStatus(ctx, args.OrderID)
-	if err != nil {
-		return OrderStatus{}, err
-	}
-	st.Source, st.Stale = "desk cache", true
-	return st, nil
+	}, func(ctx context.Context, args OrderArgs) (OrderStatus, error) {
+		st, err := d.orderStatus(ctx, args.OrderID)
+		if err != nil {
+			return OrderStatus{}, err
+		}
+		st.Source, st.Stale = "desk cache", true
+		return st, nil
+	})
 }
 
 // orderStatus reads an order's row; an unknown order is a permanent error.

@@ -39,6 +39,11 @@ type Payment struct {
 	CreatedAt      string `json:"created_at"`
 }
 
+// refund declares and implements refund. The payment is keyed by the call's
+// idempotency key (UNIQUE in the payments table); the look-up of that key, the
+// check of the booking's remaining amount and the insert happen in one write
+// transaction, so a repeated key — retried, resumed or concurrent — returns
+// the first payment with Duplicate set and never pays twice.
 func (d *Desk) refund() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "refund",
@@ -57,24 +62,30 @@ func (d *Desk) refund() tool.Tool {
 			"additionalProperties": false
 		}`),
 		Destructive: true,
-	}, d.Refund)
+	}, func(ctx context.Context, args RefundArgs) (RefundResult, error) {
+		if args.AmountCents <= 0 {
+			return RefundResult{}, tool.InvalidArgs("refund: amount_cents must be positive, got %d", args.AmountCents)
+		}
+		info, err := callInfo(ctx, "refund")
+		if err != nil {
+			return RefundResult{}, err
+		}
+		res, err := d.pay(ctx, info, args)
+		if err != nil {
+			return RefundResult{}, err
+		}
+		if err := d.afterCommit("refund"); err != nil {
+			return RefundResult{}, err
+		}
+		return res, nil
+	})
 }
 
-// Refund implements refund. The payment is keyed by the call's idempotency
-// key (UNIQUE in the payments table); the look-up of that key, the check of
-// the booking's remaining amount and the insert happen in one write
-// transaction, so a repeated key — retried, resumed or concurrent — returns
-// the first payment with Duplicate set and never pays twice.
-func (d *Desk) Refund(ctx context.Context, args RefundArgs) (RefundResult, error) {
-	if args.AmountCents <= 0 {
-		return RefundResult{}, tool.InvalidArgs("refund: amount_cents must be positive, got %d", args.AmountCents)
-	}
-	info, err := callInfo(ctx, "refund")
-	if err != nil {
-		return RefundResult{}, err
-	}
+// pay inserts the payment keyed by the call's idempotency key, or returns the
+// payment that key already made (Duplicate set), in one write transaction.
+func (d *Desk) pay(ctx context.Context, info tool.Info, args RefundArgs) (RefundResult, error) {
 	var res RefundResult
-	err = d.inTx(ctx, func(tx *sql.Tx) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		first, found, err := paymentByKey(ctx, tx, info.IdempotencyKey)
 		if err != nil {
 			return err
@@ -114,8 +125,8 @@ func (d *Desk) Refund(ctx context.Context, args RefundArgs) (RefundResult, error
 		return nil
 	})
 	if isUnique(err) {
-		// The UNIQUE constraint is the last guard: should another writer have
-		// paid with this key between our check and our insert, return its payment.
+		// The UNIQUE constraint is the last guard: another writer paid under
+		// this key between our check and our insert.
 		first, found, err2 := paymentByKey(ctx, d.db, info.IdempotencyKey)
 		if err2 != nil {
 			return RefundResult{}, err2
@@ -124,13 +135,7 @@ func (d *Desk) Refund(ctx context.Context, args RefundArgs) (RefundResult, error
 			return duplicateOf(first, args)
 		}
 	}
-	if err != nil {
-		return RefundResult{}, err
-	}
-	if err := d.afterCommit("refund"); err != nil {
-		return RefundResult{}, err
-	}
-	return res, nil
+	return res, err
 }
 
 // duplicateOf reports the first payment made under a key. A key reused for a

@@ -43,6 +43,8 @@ const (
 	MaxSearchLimit     = 50
 )
 
+// searchTickets declares and implements search_tickets: a case-insensitive
+// substring match on title and body, ordered by id.
 func (d *Desk) searchTickets() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "search_tickets",
@@ -59,52 +61,49 @@ func (d *Desk) searchTickets() tool.Tool {
 			"required": ["query"],
 			"additionalProperties": false
 		}`),
-	}, d.SearchTickets)
-}
-
-// SearchTickets implements search_tickets.
-func (d *Desk) SearchTickets(ctx context.Context, args SearchArgs) (SearchResult, error) {
-	query := strings.TrimSpace(args.Query)
-	if query == "" {
-		return SearchResult{}, tool.InvalidArgs("search_tickets: query is empty")
-	}
-	limit := args.Limit
-	if limit == 0 {
-		limit = DefaultSearchLimit
-	}
-	if limit < 1 || limit > MaxSearchLimit {
-		return SearchResult{}, tool.InvalidArgs("search_tickets: limit %d is outside 1..%d", args.Limit, MaxSearchLimit)
-	}
-	status := args.Status
-	switch status {
-	case "", "any":
-		status = ""
-	case StatusOpen, StatusClosed:
-	default:
-		return SearchResult{}, tool.InvalidArgs("search_tickets: status %q: want open, closed or any", args.Status)
-	}
-	rows, err := d.db.QueryContext(ctx, `
-		SELECT id, title, status FROM tickets
-		WHERE (instr(lower(title), lower(?1)) > 0 OR instr(lower(body), lower(?1)) > 0)
-		  AND (?2 = '' OR status = ?2)
-		ORDER BY seq
-		LIMIT ?3`, query, status, limit)
-	if err != nil {
-		return SearchResult{}, fmt.Errorf("search_tickets: querying: %w", err)
-	}
-	defer rows.Close()
-	res := SearchResult{Tickets: []TicketSummary{}}
-	for rows.Next() {
-		var t TicketSummary
-		if err := rows.Scan(&t.ID, &t.Title, &t.Status); err != nil {
-			return SearchResult{}, fmt.Errorf("search_tickets: reading row: %w", err)
+	}, func(ctx context.Context, args SearchArgs) (SearchResult, error) {
+		query := strings.TrimSpace(args.Query)
+		if query == "" {
+			return SearchResult{}, tool.InvalidArgs("search_tickets: query is empty")
 		}
-		res.Tickets = append(res.Tickets, t)
-	}
-	if err := rows.Err(); err != nil {
-		return SearchResult{}, fmt.Errorf("search_tickets: reading rows: %w", err)
-	}
-	return res, nil
+		limit := args.Limit
+		if limit == 0 {
+			limit = DefaultSearchLimit
+		}
+		if limit < 1 || limit > MaxSearchLimit {
+			return SearchResult{}, tool.InvalidArgs("search_tickets: limit %d is outside 1..%d", args.Limit, MaxSearchLimit)
+		}
+		status := args.Status
+		switch status {
+		case "", "any":
+			status = ""
+		case StatusOpen, StatusClosed:
+		default:
+			return SearchResult{}, tool.InvalidArgs("search_tickets: status %q: want open, closed or any", args.Status)
+		}
+		rows, err := d.db.QueryContext(ctx, `
+			SELECT id, title, status FROM tickets
+			WHERE (instr(lower(title), lower(?1)) > 0 OR instr(lower(body), lower(?1)) > 0)
+			  AND (?2 = '' OR status = ?2)
+			ORDER BY seq
+			LIMIT ?3`, query, status, limit)
+		if err != nil {
+			return SearchResult{}, fmt.Errorf("search_tickets: querying: %w", err)
+		}
+		defer rows.Close()
+		res := SearchResult{Tickets: []TicketSummary{}}
+		for rows.Next() {
+			var t TicketSummary
+			if err := rows.Scan(&t.ID, &t.Title, &t.Status); err != nil {
+				return SearchResult{}, fmt.Errorf("search_tickets: reading row: %w", err)
+			}
+			res.Tickets = append(res.Tickets, t)
+		}
+		if err := rows.Err(); err != nil {
+			return SearchResult{}, fmt.Errorf("search_tickets: reading rows: %w", err)
+		}
+		return res, nil
+	})
 }
 
 // TicketArgs are the arguments of get_ticket.
@@ -128,6 +127,8 @@ type Ticket struct {
 	ClosedAt string `json:"closed_at,omitempty"`
 }
 
+// getTicket declares and implements get_ticket. An unknown id is a permanent
+// error (not retried, no fallback).
 func (d *Desk) getTicket() tool.Tool {
 	return tool.New(tool.Spec{
 		Name:        "get_ticket",
@@ -140,21 +141,24 @@ func (d *Desk) getTicket() tool.Tool {
 			"required": ["ticket_id"],
 			"additionalProperties": false
 		}`),
-	}, d.GetTicket)
+	}, func(ctx context.Context, args TicketArgs) (Ticket, error) {
+		return d.Ticket(ctx, args.TicketID)
+	})
 }
 
-// GetTicket implements get_ticket. An unknown id is a permanent error.
-func (d *Desk) GetTicket(ctx context.Context, args TicketArgs) (Ticket, error) {
+// Ticket reads one ticket (what get_ticket returns). An unknown id is a
+// permanent error.
+func (d *Desk) Ticket(ctx context.Context, id string) (Ticket, error) {
 	var t Ticket
 	var resolution, closedKey, approvedBy, closedAt sql.NullString
 	err := d.db.QueryRowContext(ctx,
-		`SELECT id, title, body, status, resolution, closed_key, closed_by, closed_at FROM tickets WHERE id = ?`,
-		args.TicketID).Scan(&t.ID, &t.Title, &t.Body, &t.Status, &resolution, &closedKey, &approvedBy, &closedAt)
+		`SELECT id, title, body, status, resolution, closed_key, approved_by, closed_at FROM tickets WHERE id = ?`,
+		id).Scan(&t.ID, &t.Title, &t.Body, &t.Status, &resolution, &closedKey, &approvedBy, &closedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Ticket{}, tool.Permanent(fmt.Errorf("ticket %s not found", args.TicketID))
+		return Ticket{}, tool.Permanent(fmt.Errorf("ticket %s not found", id))
 	}
 	if err != nil {
-		return Ticket{}, fmt.Errorf("get_ticket %s: %w", args.TicketID, err)
+		return Ticket{}, fmt.Errorf("reading ticket %s: %w", id, err)
 	}
 	t.Resolution, t.ClosedBy, t.ApprovedBy, t.ClosedAt = resolution.String, closedKey.String, approvedBy.String, closedAt.String
 	return t, nil
@@ -174,6 +178,11 @@ type CloseResult struct {
 	AlreadyClosed bool `json:"already_closed"`
 }
 
+// closeTicket declares and implements close_ticket. It is idempotent by
+// design: the ticket records the idempotency key of the call that closed it.
+// A repeat of that same call (a retry, or a resume after a crash) returns what
+// the first attempt returned; any other call finds it already closed and
+// changes nothing.
 func (d *Desk) closeTicket() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "close_ticket",
@@ -191,48 +200,42 @@ func (d *Desk) closeTicket() tool.Tool {
 		}`),
 		Destructive: true,
 		Invalidates: []string{"search_tickets", "get_ticket"},
-	}, d.CloseTicket)
-}
-
-// CloseTicket implements close_ticket. It is idempotent by design: the ticket
-// records the idempotency key of the call that closed it. A repeat of that
-// same call (a retry, or a resume after a crash) returns what the first
-// attempt returned; any other call finds it already closed and changes
-// nothing.
-func (d *Desk) CloseTicket(ctx context.Context, args CloseArgs) (CloseResult, error) {
-	info, err := callInfo(ctx, "close_ticket")
-	if err != nil {
-		return CloseResult{}, err
-	}
-	res := CloseResult{ID: args.TicketID, Status: StatusClosed}
-	err = d.inTx(ctx, func(tx *sql.Tx) error {
-		var status string
-		var closedKey sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT status, closed_key FROM tickets WHERE id = ?`, args.TicketID).Scan(&status, &closedKey)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tool.Permanent(fmt.Errorf("ticket %s not found", args.TicketID))
-		}
+	}, func(ctx context.Context, args CloseArgs) (CloseResult, error) {
+		info, err := callInfo(ctx, "close_ticket")
 		if err != nil {
-			return fmt.Errorf("close_ticket %s: reading: %w", args.TicketID, err)
+			return CloseResult{}, err
 		}
-		if status == StatusClosed {
-			// Closed by this very call earlier: report the first outcome.
-			res.AlreadyClosed = closedKey.String != info.IdempotencyKey
+		res := CloseResult{ID: args.TicketID, Status: StatusClosed}
+		err = d.inTx(ctx, func(tx *sql.Tx) error {
+			var status string
+			var closedKey sql.NullString
+			err := tx.QueryRowContext(ctx, `SELECT status, closed_key FROM tickets WHERE id = ?`, args.TicketID).Scan(&status, &closedKey)
+			if errors.Is(err, sql.ErrNoRows) {
+				return tool.Permanent(fmt.Errorf("ticket %s not found", args.TicketID))
+			}
+			if err != nil {
+				return fmt.Errorf("close_ticket %s: reading: %w", args.TicketID, err)
+			}
+			if status == StatusClosed {
+				// Closed by this very call (an earlier attempt): report what it
+				// reported. Closed by another call: already closed.
+				res.AlreadyClosed = closedKey.String != info.IdempotencyKey
+				return nil
+			}
+			_, err = tx.ExecContext(ctx,
+				`UPDATE tickets SET status = 'closed', resolution = ?, closed_key = ?, approved_by = ?, closed_at = ? WHERE id = ? AND status = 'open'`,
+				args.Resolution, info.IdempotencyKey, approver(info), time.Now().UTC().Format(time.RFC3339), args.TicketID)
+			if err != nil {
+				return fmt.Errorf("close_ticket %s: updating: %w", args.TicketID, err)
+			}
 			return nil
-		}
-		_, err = tx.ExecContext(ctx,
-			`UPDATE tickets SET status = 'closed', resolution = ?, closed_key = ?, closed_by = ?, closed_at = ? WHERE id = ? AND status = 'open'`,
-			args.Resolution, info.IdempotencyKey, approver(info), time.Now().UTC().Format(time.RFC3339), args.TicketID)
+		})
 		if err != nil {
-			return fmt.Errorf("close_ticket %s: updating: %w", args.TicketID, err)
+			return CloseResult{}, err
 		}
-		return nil
+		if err := d.afterCommit("close_ticket"); err != nil {
+			return CloseResult{}, err
+		}
+		return res, nil
 	})
-	if err != nil {
-		return CloseResult{}, err
-	}
-	if err := d.afterCommit("close_ticket"); err != nil {
-		return CloseResult{}, err
-	}
-	return res, nil
 }

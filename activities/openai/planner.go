@@ -78,8 +78,9 @@ const (
 	// RefusedPrefix starts the answer when the model refused.
 	RefusedPrefix = "refused: "
 
-	// maxRetryAfter caps the delay a Retry-After header may ask for.
-	maxRetryAfter = 5 * time.Minute
+	// maxRetryAfter caps the delay a Retry-After header may ask for (the
+	// workflow's planner retry policy waits at most a minute between attempts).
+	maxRetryAfter = time.Minute
 	// maxErrorText caps the endpoint message quoted in an error.
 	maxErrorText = 600
 )
@@ -120,7 +121,6 @@ type Planner struct {
 	baseErr error    // the worker's BaseURL did not parse
 	key     string
 	model   string
-	timeout time.Duration
 }
 
 // New returns a Planner. Fields of opts left empty take their defaults from
@@ -143,7 +143,7 @@ func New(opts Options) *Planner {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	p := &Planner{key: opts.APIKey, model: opts.Model, timeout: opts.Timeout}
+	p := &Planner{key: opts.APIKey, model: opts.Model}
 	p.base, p.baseErr = parseBaseURL(opts.BaseURL)
 
 	copts := []option.RequestOption{
@@ -379,7 +379,7 @@ func indexOf(s []string, v string) int {
 // the model as the text it wrote.
 func argumentsText(args json.RawMessage) string {
 	raw := bytes.TrimSpace(args)
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" {
 		return "{}"
 	}
 	if raw[0] == '"' {
@@ -491,7 +491,7 @@ func schemaParameters(schema json.RawMessage) shared.FunctionParameters {
 //   - Arguments that are not JSON at all are encoded as a JSON string value
 //     (json.Marshal of the raw text): a proposal's Args must be valid JSON to
 //     cross the activity boundary, and a string is not an object, so the
-//     workflow's schema check rejects it ("arguments must be an object").
+//     workflow's check rejects it ("arguments must be a JSON object").
 //   - Empty arguments (some servers send "" for a tool without parameters)
 //     mean {}.
 //

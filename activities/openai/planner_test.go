@@ -104,6 +104,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		text = string(b)
 	}
 	text = strings.ReplaceAll(text, "{{authorization}}", r.Header.Get("Authorization"))
+	text = strings.ReplaceAll(text, "{{key}}", strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	ctype := rep.ctype
 	if ctype == "" {
 		ctype = "application/json"
@@ -187,7 +188,12 @@ type memLogger struct {
 func (l *memLogger) add(level, msg string, kv []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprint(append([]any{level, " ", msg, " "}, kv...)...))
+	var b strings.Builder
+	b.WriteString(level + " " + msg)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
+	}
+	l.lines = append(l.lines, b.String())
 }
 func (l *memLogger) Debug(msg string, kv ...any) { l.add("DEBUG", msg, kv) }
 func (l *memLogger) Info(msg string, kv ...any)  { l.add("INFO", msg, kv) }
@@ -323,7 +329,7 @@ func TestSingleToolCall(t *testing.T) {
 
 	logs := h.logger.all()
 	assert.Contains(t, logs, "openai planner exchange")
-	for _, want := range []string{"model gpt-4o-mini", "messages 2", "tool_calls 1", "finish_reason tool_calls"} {
+	for _, want := range []string{"model=gpt-4o-mini", "messages=2", "tool_calls=1", "finish_reason=tool_calls"} {
 		assert.Contains(t, logs, want)
 	}
 	assert.NotContains(t, logs, testKey)
@@ -367,7 +373,7 @@ func TestMalformedArgumentsArePassedOnNotFailed(t *testing.T) {
 	assert.Contains(t, logs, "arguments are not valid JSON")
 	assert.Contains(t, logs, `unknown tool "delete_everything"`)
 	assert.Contains(t, logs, "arguments break the schema")
-	assert.Contains(t, logs, "malformed_calls 3")
+	assert.Contains(t, logs, "malformed_calls=3")
 }
 
 func TestRefusal(t *testing.T) {
@@ -393,7 +399,7 @@ func TestAnswer(t *testing.T) {
 	dec, err = h.plan(t, goalRequest("Summarise"))
 	require.NoError(t, err)
 	assert.Equal(t, plan.Decision{Answer: NoAnswer}, dec)
-	assert.Contains(t, h.logger.all(), "finish_reason length")
+	assert.Contains(t, h.logger.all(), "finish_reason=length")
 }
 
 func TestRateLimitedThenSuccess(t *testing.T) {
@@ -413,13 +419,13 @@ func TestRateLimitedThenSuccess(t *testing.T) {
 	assert.Contains(t, appErr.Error(), "429")
 	assert.Contains(t, appErr.Error(), "Rate limit reached for gpt-4o-mini")
 	assert.Equal(t, 7*time.Second, appErr.NextRetryDelay(), "Retry-After becomes the next retry delay")
-	assert.Len(t, f.requests(), 1)
+	assert.Equal(t, 1, len(f.requests()))
 
 	// Second attempt: success.
 	dec, err := h.plan(t, req)
 	require.NoError(t, err)
 	assert.Equal(t, []tool.Proposal{proposal("search_tickets", `{"query":"login fails after password reset","limit":5}`)}, dec.Calls)
-	assert.Len(t, f.requests(), 2)
+	assert.Equal(t, 2, len(f.requests()))
 }
 
 func TestServerErrorIsRetryable(t *testing.T) {
@@ -432,7 +438,7 @@ func TestServerErrorIsRetryable(t *testing.T) {
 	assert.Equal(t, ErrUnavailable, appErr.Type())
 	assert.Contains(t, appErr.Error(), "500")
 	assert.Contains(t, appErr.Error(), "The server had an error while processing your request")
-	assert.Len(t, f.requests(), 1, "the library must not retry by itself")
+	assert.Equal(t, 1, len(f.requests()), "the library must not retry by itself")
 }
 
 func TestUnauthorizedIsRejectedAndTheKeyIsRedacted(t *testing.T) {
@@ -454,6 +460,22 @@ func TestUnauthorizedIsRejectedAndTheKeyIsRedacted(t *testing.T) {
 		assert.NotContains(t, text, testKey)
 		assert.NotContains(t, text, testKey[8:], "not even a part of the key")
 	}
+}
+
+func TestAKeyOfAnyShapeIsRedacted(t *testing.T) {
+	// A key that looks like no known key format, echoed bare.
+	const key = "local-T0ken-9f8e7d6c5b4a"
+	f := newFakeServer(t, reply{status: http.StatusForbidden,
+		body: `{"error":{"message":"key {{key}} is not allowed here","type":"invalid_request_error","param":null,"code":null}}`})
+	isolateEnv(t)
+	h := newHarness(New(Options{BaseURL: f.URL(), APIKey: key, Model: "m"}))
+
+	_, err := h.plan(t, goalRequest("x"))
+	appErr := appError(t, err)
+	assert.Equal(t, ErrRejected, appErr.Type())
+	assert.Contains(t, appErr.Error(), "key [redacted] is not allowed here")
+	assert.NotContains(t, fmt.Sprintf("%+v", err), key)
+	assert.NotContains(t, h.logger.all(), key)
 }
 
 func TestOtherClientErrorsAreRejected(t *testing.T) {
@@ -481,7 +503,7 @@ func TestOtherClientErrorsAreRejected(t *testing.T) {
 			assert.Contains(t, appErr.Error(), fmt.Sprint(tc.status))
 			assert.Contains(t, appErr.Error(), tc.want)
 			assert.NotContains(t, appErr.Error(), testKey)
-			assert.Len(t, f.requests(), 1)
+			assert.Equal(t, 1, len(f.requests()))
 		})
 	}
 }
@@ -511,7 +533,7 @@ func TestNetworkErrorsAndTimeoutsAreRetryable(t *testing.T) {
 		assert.False(t, appErr.NonRetryable())
 		assert.Equal(t, ErrUnavailable, appErr.Type())
 		assert.Less(t, time.Since(start), 2*time.Second)
-		assert.Len(t, f.requests(), 1)
+		assert.Equal(t, 1, len(f.requests()))
 	})
 }
 
@@ -670,7 +692,7 @@ func TestBaseURLFromTheRun(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEmpty(t, dec.Answer)
 
-		assert.Empty(t, worker.requests())
+		assert.Equal(t, 0, len(worker.requests()))
 		reqs := run.requests()
 		require.Len(t, reqs, 1)
 		assert.Equal(t, "/v1/chat/completions", reqs[0].path)
@@ -717,7 +739,7 @@ func TestMisconfigured(t *testing.T) {
 		assert.True(t, appErr.NonRetryable())
 		assert.Equal(t, ErrMisconfigured, appErr.Type())
 		assert.Contains(t, appErr.Error(), "model")
-		assert.Empty(t, f.requests())
+		assert.Equal(t, 0, len(f.requests()))
 	})
 	for _, bad := range []string{"ftp://example.com/v1", "localhost:11434", "http://%zz"} {
 		t.Run("run base_url "+bad, func(t *testing.T) {
@@ -729,7 +751,7 @@ func TestMisconfigured(t *testing.T) {
 			appErr := appError(t, err)
 			assert.True(t, appErr.NonRetryable())
 			assert.Equal(t, ErrMisconfigured, appErr.Type())
-			assert.Empty(t, f.requests())
+			assert.Equal(t, 0, len(f.requests()))
 		})
 	}
 	t.Run("worker base URL", func(t *testing.T) {
@@ -819,5 +841,5 @@ func TestConcurrentPlans(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Len(t, f.requests(), 8)
+	assert.Equal(t, 8, len(f.requests()))
 }

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/plan"
@@ -253,11 +254,7 @@ func missingTools(tools []plan.ToolInfo, names ...string) string {
 		return ""
 	}
 	for _, n := range names {
-		found := false
-		for _, t := range tools {
-			found = found || t.Name == n
-		}
-		if !found {
+		if !slices.ContainsFunc(tools, func(t plan.ToolInfo) bool { return t.Name == n }) {
 			return n
 		}
 	}

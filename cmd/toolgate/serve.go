@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// searchAttributes are the ones toolgate keeps current on every run.
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+func dataFlag(fs *flag.FlagSet) *string {
+	return fs.String("data", ".toolgate", "data directory: the embedded server's and the demo desk's SQLite files")
+}
+
+// stack is an embedded server with a toolgate worker on it.
+type stack struct {
+	server *devserver.Server
+	client client.Client
+	worker sdkworker.Worker
+	desk   *desk.Desk
+}
+
+func (s *stack) stop() {
+	if s.worker != nil {
+		s.worker.Stop()
+	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.desk != nil {
+		_ = s.desk.Close()
+	}
+	if s.server != nil {
+		_ = s.server.Stop()
+	}
+}
+
+// up starts the embedded server on dataDir and a worker on it.
+func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace string, allowAuto bool) (_ *stack, err error) {
+	s := &stack{}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dataDir, err)
+	}
+	var serverLog *slog.Logger // the embedded server is chatty (and noisy when it stops): off unless asked for
+	if lvl := os.Getenv("TOOLGATE_SERVER_LOG"); lvl != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(lvl)); err != nil {
+			return nil, fmt.Errorf("TOOLGATE_SERVER_LOG=%q: want debug, info, warn or error", lvl)
+		}
+		serverLog = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	}
+	s.server, err = devserver.Start(ctx, devserver.Options{DataDir: dataDir, Address: address, UIAddress: uiAddress,
+		Namespace: namespace, SearchAttributes: searchAttributes, Logger: serverLog})
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
+	}
+	s.client, err = c.dial(ctx, &conn{address: s.server.Address(), namespace: s.server.Namespace()})
+	if err != nil {
+		return nil, err
+	}
+	opts, d, err := worker.Demo(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.desk = d
+	opts.AllowAutoApprove = allowAuto
+	opts.SearchAttributes = true
+	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// dev is `toolgate dev`: the embedded server and a worker, until Ctrl-C.
+func (c *cli) dev(ctx context.Context, args []string) error {
+	fs := c.flags("dev")
+	data := dataFlag(fs)
+	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
+	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
+	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	s, err := c.up(ctx, *data, *address, *ui, *namespace, *allowAuto)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if u := s.server.UIAddress(); u != "" {
+		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
+	}
+	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
+	<-ctx.Done()
+	fmt.Fprintln(c.stdout, "stopping")
+	return nil
+}
+
+// worker is `toolgate worker`: a worker against any Temporal server.
+func (c *cli) worker(ctx context.Context, args []string) error {
+	fs := c.flags("worker")
+	cn := c.connFlags(fs)
+	tq := taskQueueFlag(fs)
+	data := dataFlag(fs)
+	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
+	searchAttrs := fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx, cn)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	opts, d, err := worker.Demo(*data)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	opts.AllowAutoApprove = *allowAuto
+	opts.SearchAttributes = *searchAttrs
+	w, err := worker.Start(cl, *tq, opts)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	fmt.Fprintf(c.stdout, "worker ready on %s (namespace %s, task queue %s)\n", cn.address, cn.namespace, *tq)
+	<-ctx.Done()
+	return nil
+}
+
+// demoGoal is the seed's support-desk request.
+const demoGoal = "find the login ticket and close it"
+
+// demo is `toolgate demo`: everything in one command.
+func (c *cli) demo(ctx context.Context, args []string) error {
+	fs := c.flags("demo")
+	data := dataFlag(fs)
+	yes := fs.Bool("yes", false, "approve every call that waits for a human, without asking")
+	planner := fs.String("planner", plan.KindSupport, "planner: support (rule-based) or openai (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
+	s, err := c.up(ctx, *data, "127.0.0.1:0", "", "default", false)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	id := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	in := workflows.RunInput{Goal: demoGoal, Planner: plan.Config{Kind: *planner}}
+	if _, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowName, in); err != nil {
+		return fmt.Errorf("starting the demo run: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "server at %s; run %s: %q\n\n", s.server.Address(), id, demoGoal)
+	decide := c.askAtTerminal(ctx, s.client, id)
+	if *yes {
+		decide = func(it workflows.Interrupt) error {
+			return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest})
+		}
+	} else if !isTerminal(c.stdin) {
+		fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
+		decide = nil
+	}
+	res, err := c.follow(ctx, s.client, id, decide)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, "\ntrace:")
+	printTrace(c.stdout, res.Trace)
+	if t, err := s.desk.Ticket(ctx, "TKT-3"); err == nil {
+		fmt.Fprintf(c.stdout, "\nticket %s %q is %s\n", t.ID, t.Title, t.Status)
+	}
+	return resultError(res)
+}
+
+// askAtTerminal asks the operator to approve or reject each waiting call.
+func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string) func(workflows.Interrupt) error {
+	in := bufio.NewReader(c.stdin)
+	return func(it workflows.Interrupt) error {
+		for {
+			fmt.Fprintf(c.stdout, "approve %s %s? [y]es / [n]o (reject with a reason): ", it.Tool, it.CallArgs)
+			line, err := in.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("reading your answer: %w", err)
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "y", "yes":
+				return c.sendAndSay(ctx, cl, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"), ArgsDigest: it.ArgsDigest})
+			case "n", "no":
+				fmt.Fprint(c.stdout, "reason: ")
+				reason, err := in.ReadString('\n')
+				if err != nil {
+					return fmt.Errorf("reading the reason: %w", err)
+				}
+				return c.sendAndSay(ctx, cl, id, "reject", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"),
+					Reason: strings.TrimSpace(reason), ArgsDigest: it.ArgsDigest})
+			}
+		}
+	}
+}
+
+func (c *cli) sendAndSay(ctx context.Context, cl client.Client, id, name string, in workflows.DecisionInput) error {
+	res, err := sendDecision(ctx, cl, id, name, in)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", name, in.CallID, err)
+	}
+	fmt.Fprintf(c.stdout, "%s %s (%s) by %s\n\n", res.Decision, res.CallID, res.Tool, res.Approver)
+	return nil
+}
+
+func isTerminal(r any) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
