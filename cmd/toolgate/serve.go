@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -142,6 +143,9 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
+	if tool := os.Getenv(crashAfterCommitEnv); tool != "" {
+		d.FailAfterCommit = crashAfterCommit(tool)
+	}
 	opts.AllowAutoApprove = *allowAuto
 	opts.SearchAttributes = *searchAttrs
 	w, err := worker.Start(cl, *tq, opts)
@@ -241,4 +245,20 @@ func isTerminal(r any) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// crashAfterCommitEnv names a fault-injection switch for the end-to-end
+// suite: the worker kills itself (SIGKILL, no cleanup) right after the named
+// tool has committed its side effect and before the activity reports back —
+// the worst moment for exactly-once. Never set it in production.
+const crashAfterCommitEnv = "TOOLGATE_FAULT_CRASH_AFTER_COMMIT"
+
+func crashAfterCommit(toolName string) func(string) error {
+	return func(name string) error {
+		if name == toolName {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+		return nil
+	}
 }
