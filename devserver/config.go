@@ -27,6 +27,18 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// usable at once, not after the next refresh. What the server's own
 		// test clusters and temporaltest do; fine for one local user.
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		// These system workers are started by the worker service and never
+		// stopped by Server.Stop ("TODO: Nothing is gracefully stopping these
+		// workers" in service/worker/scanner): after an in-process Stop their
+		// pollers would retry the old frontend address forever, and attach to
+		// whatever listens there next. A one-user dev database does not need
+		// them: the task queue scanner deletes stale task queue rows, the
+		// history scanner garbage-collects orphaned history branches, and
+		// without the parent-close-policy worker history applies parent close
+		// policies to child workflows itself.
+		dynamicconfig.TaskQueueScannerEnabled.Key():       false,
+		dynamicconfig.HistoryScannerEnabled.Key():         false,
+		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
 	}
 }
 

@@ -18,9 +18,11 @@ import (
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -42,7 +44,10 @@ const startTimeout = 2 * time.Minute
 
 // Options configures Start.
 type Options struct {
-	DataDir   string // required; the SQLite file is DataDir/temporal.db (created if missing)
+	// DataDir is required: the SQLite file is DataDir/temporal.db (created
+	// with the schema if missing, used as it is otherwise), and
+	// DataDir/temporal.lock keeps a second server off it while this one runs.
+	DataDir   string
 	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
 	Namespace string // "" means "default"; registered if missing (retention 7 days)
 	UIAddress string // host:port for the Temporal Web UI; "" means no UI
@@ -64,6 +69,8 @@ type Server struct {
 	dbPath    string
 	srv       temporal.Server
 	ui        *ui
+	logger    slogLogger
+	unlock    func()
 
 	stopOnce sync.Once
 	stopErr  error
@@ -112,13 +119,16 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	openDirs[dir] = true
 	openMu.Unlock()
 
-	s := &Server{namespace: ns, dbPath: filepath.Join(dir, dbFileName)}
+	s := &Server{namespace: ns, dbPath: filepath.Join(dir, dbFileName), logger: newServerLogger(opts.Logger)}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = s.Stop()
 		}
 	}()
+	if s.unlock, err = lockDataDir(dir); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("devserver: start: %v", r)
@@ -139,8 +149,12 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 	s.address = fe.address
 
 	sqlCfg := sqlConfig(s.dbPath)
-	if _, err := ensureSchema(s.dbPath); err != nil {
+	if created, err := ensureSchema(s.dbPath); err != nil {
 		return fmt.Errorf("devserver: %w", err)
+	} else if !created {
+		if err := forgetMembers(s.dbPath); err != nil {
+			return fmt.Errorf("devserver: %w", err)
+		}
 	}
 	nsCfg, err := sqliteschema.NewNamespaceConfig(clusterName, s.namespace, false, opts.SearchAttributes)
 	if err != nil {
@@ -157,7 +171,7 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
 	}
-	logger := newServerLogger(opts.Logger)
+	logger := s.logger
 	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
 	if err != nil {
 		return fmt.Errorf("devserver: authorizer: %w", err)
@@ -207,19 +221,44 @@ func (s *Server) awaitReady(ctx context.Context, want map[string]enumspb.Indexed
 	var lastErr error
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, lastErr = c.CheckHealth(callCtx, &client.CheckHealthRequest{})
-		if lastErr == nil {
-			_, lastErr = c.WorkflowService().DescribeNamespace(callCtx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace})
-		}
+		lastErr = s.ready(callCtx, c)
 		cancel()
 		if lastErr == nil {
 			break
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return fmt.Errorf("devserver: frontend %s not ready: %w (last error: %v)", s.address, err, lastErr)
+			return fmt.Errorf("devserver: server at %s not ready: %w (last error: %v)", s.address, err, lastErr)
 		}
 	}
 	return s.ensureSearchAttributes(ctx, c, want)
+}
+
+// ready checks that the frontend serves the namespace and reaches history
+// (shard owner found) and matching (membership ring formed).
+func (s *Server) ready(ctx context.Context, c client.Client) error {
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return err
+	}
+	ws := c.WorkflowService()
+	if _, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace}); err != nil {
+		return err
+	}
+	_, err := ws.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: s.namespace,
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "toolgate-devserver-readiness-probe"},
+	})
+	var notFound *serviceerror.NotFound
+	if err != nil && !errors.As(err, &notFound) {
+		return fmt.Errorf("history: %w", err)
+	}
+	if _, err := ws.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace:     s.namespace,
+		TaskQueue:     &taskqueuepb.TaskQueue{Name: "toolgate-devserver-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW,
+	}); err != nil {
+		return fmt.Errorf("matching: %w", err)
+	}
+	return nil
 }
 
 func (s *Server) dial(ctx context.Context) (client.Client, error) {
@@ -305,6 +344,10 @@ func (s *Server) UIAddress() string {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
+		// While the services shut down, and after (the server leaves some
+		// goroutines behind), the server logs errors about peers that are
+		// gone: noise, not news.
+		s.logger.mute()
 		if s.ui != nil {
 			s.ui.stop()
 		}
@@ -316,6 +359,9 @@ func (s *Server) Stop() error {
 		if s.dbPath != "" {
 			if _, err := releaseSQLite(s.dbPath); err != nil {
 				errs = append(errs, fmt.Errorf("devserver: close %s: %w", s.dbPath, err))
+			}
+			if s.unlock != nil {
+				s.unlock()
 			}
 			openMu.Lock()
 			delete(openDirs, filepath.Dir(s.dbPath))

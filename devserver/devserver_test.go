@@ -177,7 +177,11 @@ func TestRestartKeepsWorkflows(t *testing.T) {
 		assert.Zero(t, openFDs(t, dbPath), "Stop closes the SQLite file")
 	}
 
-	s2 := startServer(t, opts) // registering the same search attributes again is a no-op
+	// The same frontend address again (its port is released), and the same
+	// search attributes again (a no-op).
+	opts.Address = s1.Address()
+	s2 := startServer(t, opts)
+	assert.Equal(t, s1.Address(), s2.Address())
 	c2 := newClient(t, s2)
 	defer c2.Close()
 
@@ -278,6 +282,17 @@ func TestServerFeatures(t *testing.T) {
 		assert.Equal(t, "done c-3", got)
 	})
 
+	t.Run("server connection pragmas", func(t *testing.T) {
+		dbs, err := pooledSQLite(filepath.Join(dir, dbFileName), false)
+		require.NoError(t, err)
+		require.Len(t, dbs, 1, "one shared connection pool for the default and the visibility store")
+		for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1" /* NORMAL */, "busy_timeout": "10000"} {
+			var got string
+			require.NoError(t, dbs[0].QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got))
+			assert.Equal(t, want, got, pragma)
+		}
+	})
+
 	t.Run("wal", func(t *testing.T) {
 		db, err := sql.Open("sqlite", filepath.Join(dir, dbFileName))
 		require.NoError(t, err)
@@ -299,6 +314,15 @@ func TestServerFeatures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Contains(t, strings.ToLower(string(body)), "<html")
+
+		// The UI's API proxies to the frontend.
+		api, err := http.Get("http://" + s.UIAddress() + "/api/v1/namespaces/" + s.Namespace())
+		require.NoError(t, err)
+		defer api.Body.Close()
+		body, err = io.ReadAll(api.Body)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, api.StatusCode, string(body))
+		assert.Contains(t, string(body), `"toolgate-test"`)
 	})
 }
 
@@ -314,8 +338,17 @@ func TestSearchAttributeTypeConflict(t *testing.T) {
 	}})
 	require.ErrorContains(t, err, "ToolgateStatus is Keyword, want Int")
 
-	// The failed Start released the data dir.
-	s = startServer(t, Options{DataDir: dir})
+	// The failed Start released the data dir. A search attribute added to an
+	// existing namespace is registered through the operator service.
+	s = startServer(t, Options{DataDir: dir, SearchAttributes: map[string]enumspb.IndexedValueType{
+		"ToolgateExtra": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}})
+	c := newClient(t, s)
+	defer c.Close()
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.Namespace()})
+	require.NoError(t, err)
+	assert.Equal(t, enumspb.INDEXED_VALUE_TYPE_KEYWORD, resp.GetCustomAttributes()["ToolgateExtra"])
+	assert.Equal(t, enumspb.INDEXED_VALUE_TYPE_KEYWORD, resp.GetCustomAttributes()["ToolgateStatus"])
 	stopServer(t, s)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"sync/atomic"
 
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
@@ -20,9 +22,14 @@ import (
 // expects the process to end there; returning would only move the failure to
 // a nil-pointer dereference further on. A panic raised while Start builds or
 // starts the server is recovered by Start and returned as an error.
+//
+// After Stop the logger is muted: the server leaves some goroutines behind
+// (see Server.Stop), and what they log is noise. A Fatal or Panic from such a
+// goroutine ends that goroutine (runtime.Goexit) instead of the process.
 type slogLogger struct {
-	log *slog.Logger
-	min slog.Level
+	log   *slog.Logger
+	min   slog.Level
+	muted *atomic.Bool // shared by the loggers derived with With
 }
 
 var (
@@ -32,13 +39,19 @@ var (
 
 func newServerLogger(l *slog.Logger) slogLogger {
 	if l == nil {
-		return slogLogger{log: slog.New(slog.DiscardHandler), min: slog.LevelError + 100}
+		return slogLogger{log: slog.New(slog.DiscardHandler), min: slog.LevelError + 100, muted: new(atomic.Bool)}
 	}
 	min := slog.LevelWarn
 	if l.Enabled(context.Background(), slog.LevelDebug) {
 		min = slog.LevelDebug
 	}
-	return slogLogger{log: l, min: min}
+	return slogLogger{log: l, min: min, muted: new(atomic.Bool)}
+}
+
+func (s slogLogger) mute() {
+	if s.muted != nil {
+		s.muted.Store(true)
+	}
 }
 
 func (s slogLogger) Debug(msg string, tags ...tag.Tag)  { s.emit(slog.LevelDebug, msg, tags) }
@@ -47,12 +60,13 @@ func (s slogLogger) Warn(msg string, tags ...tag.Tag)   { s.emit(slog.LevelWarn,
 func (s slogLogger) Error(msg string, tags ...tag.Tag)  { s.emit(slog.LevelError, msg, tags) }
 func (s slogLogger) DPanic(msg string, tags ...tag.Tag) { s.emit(slog.LevelError, msg, tags) }
 
-func (s slogLogger) Panic(msg string, tags ...tag.Tag) {
-	s.emit(slog.LevelError, msg, tags)
-	panic(serverPanic(msg, tags))
-}
+func (s slogLogger) Panic(msg string, tags ...tag.Tag) { s.fatal(msg, tags) }
+func (s slogLogger) Fatal(msg string, tags ...tag.Tag) { s.fatal(msg, tags) }
 
-func (s slogLogger) Fatal(msg string, tags ...tag.Tag) {
+func (s slogLogger) fatal(msg string, tags []tag.Tag) {
+	if s.muted.Load() {
+		runtime.Goexit()
+	}
 	s.emit(slog.LevelError, msg, tags)
 	panic(serverPanic(msg, tags))
 }
@@ -65,11 +79,11 @@ func (s slogLogger) With(tags ...tag.Tag) log.Logger {
 	for _, a := range tagsToAttrs(tags) {
 		args = append(args, a)
 	}
-	return slogLogger{log: s.log.With(args...), min: s.min}
+	return slogLogger{log: s.log.With(args...), min: s.min, muted: s.muted}
 }
 
 func (s slogLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
-	if level < s.min || !s.log.Enabled(context.Background(), level) {
+	if level < s.min || s.muted.Load() || !s.log.Enabled(context.Background(), level) {
 		return
 	}
 	s.log.LogAttrs(context.Background(), level, msg, tagsToAttrs(tags)...)

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -12,15 +11,18 @@ import (
 	"unsafe"
 
 	"go.temporal.io/server/common/config"
-	temporalsql "go.temporal.io/server/common/persistence/sql"
+	_ "go.temporal.io/server/common/persistence/sql" // registeredSQLPlugins links to its plugin registry
 	"go.temporal.io/server/common/persistence/sql/sqlplugin"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver (the server's sqlite plugin uses it too)
 )
 
-// dbFileName is the SQLite file inside Options.DataDir.
-const dbFileName = "temporal.db"
+// Files inside Options.DataDir.
+const (
+	dbFileName   = "temporal.db"
+	lockFileName = "temporal.lock"
+)
 
 // sqlConfig is the persistence config for the default and the visibility store.
 //
@@ -73,6 +75,31 @@ func ensureSchema(path string) (created bool, err error) {
 		return false, fmt.Errorf("install database file: %w", err)
 	}
 	return true, nil
+}
+
+// forgetMembers deletes the cluster membership records of earlier runs.
+//
+// Every service of the server registers its membership (gossip) address in
+// the database and, on start, tries to join the hosts that heartbeated in the
+// last 20 seconds. After a restart those are the previous run's services,
+// which are gone: ringpop then keeps trying them for its full join timeout
+// (30 s) before it gives up and forms a ring of the new services, and until
+// then matching has "not enough hosts" and no task is dispatched. The data dir
+// is locked, so every record in it belongs to a server that no longer runs.
+func forgetMembers(path string) (err error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if _, err := db.Exec("DELETE FROM cluster_membership"); err != nil {
+		return fmt.Errorf("clear stale cluster membership: %w", err)
+	}
+	return nil
 }
 
 func writeSchema(path string) (err error) {
@@ -141,20 +168,34 @@ func removeDBFiles(path string) {
 //go:linkname registeredSQLPlugins go.temporal.io/server/common/persistence/sql.supportedPlugins
 var registeredSQLPlugins map[string]sqlplugin.Plugin
 
-var _ = temporalsql.RegisterPlugin // the linkname target lives in this package
-
 func releaseSQLite(path string) (released int, err error) {
+	dbs, err := pooledSQLite(path, true)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, db := range dbs {
+		if err := db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(dbs), errors.Join(errs...)
+}
+
+// pooledSQLite returns the pooled connections of the database file at path
+// (and, with remove, takes them out of the pool).
+func pooledSQLite(path string, remove bool) ([]*sql.DB, error) {
 	p, ok := registeredSQLPlugins[sqliteplugin.PluginName]
 	if !ok {
-		return 0, errors.New("sqlite plugin not registered")
+		return nil, errors.New("sqlite plugin not registered")
 	}
 	pv := reflect.ValueOf(p)
 	if pv.Kind() != reflect.Pointer || pv.IsNil() || pv.Elem().Kind() != reflect.Struct {
-		return 0, fmt.Errorf("unexpected sqlite plugin type %T", p)
+		return nil, fmt.Errorf("unexpected sqlite plugin type %T", p)
 	}
 	cpField := pv.Elem().FieldByName("connPool")
 	if !cpField.IsValid() || cpField.Kind() != reflect.Pointer || cpField.IsNil() || cpField.Elem().Kind() != reflect.Struct {
-		return 0, errors.New("sqlite plugin has no connPool")
+		return nil, errors.New("sqlite plugin has no connPool")
 	}
 	cp := cpField.Elem()
 	muField := cp.FieldByName("mu")
@@ -162,19 +203,25 @@ func releaseSQLite(path string) (released int, err error) {
 	if !muField.IsValid() || muField.Type() != reflect.TypeFor[sync.Mutex]() ||
 		!poolField.IsValid() || poolField.Kind() != reflect.Map || poolField.Type().Key().Kind() != reflect.String ||
 		poolField.Type().Elem().Kind() != reflect.Struct {
-		return 0, errors.New("unexpected sqlite connPool layout")
+		return nil, errors.New("unexpected sqlite connPool layout")
 	}
+	// entry.db is a *sqlx.DB, which embeds *sql.DB as its field DB.
 	dbField, ok := poolField.Type().Elem().FieldByName("db")
-	if !ok || dbField.Type.Kind() != reflect.Pointer || !dbField.Type.Implements(reflect.TypeFor[io.Closer]()) {
-		return 0, errors.New("unexpected sqlite connPool entry layout")
+	if !ok || dbField.Type.Kind() != reflect.Pointer || dbField.Type.Elem().Kind() != reflect.Struct {
+		return nil, errors.New("unexpected sqlite connPool entry layout")
+	}
+	sqlDBField, ok := dbField.Type.Elem().FieldByName("DB")
+	if !ok || sqlDBField.Type != reflect.TypeFor[*sql.DB]() {
+		return nil, errors.New("unexpected sqlite connPool entry layout")
 	}
 
 	mu := (*sync.Mutex)(unsafe.Pointer(muField.UnsafeAddr()))
 	pool := reflect.NewAt(poolField.Type(), unsafe.Pointer(poolField.UnsafeAddr())).Elem()
 
 	prefix := "file:" + path + "?"
-	var closers []io.Closer
+	var dbs []*sql.DB
 	mu.Lock()
+	defer mu.Unlock()
 	for _, key := range pool.MapKeys() {
 		if !strings.HasPrefix(key.String(), prefix) {
 			continue
@@ -184,17 +231,13 @@ func releaseSQLite(path string) (released int, err error) {
 		db := entry.FieldByIndex(dbField.Index)
 		db = reflect.NewAt(db.Type(), unsafe.Pointer(db.UnsafeAddr())).Elem()
 		if !db.IsNil() {
-			closers = append(closers, db.Interface().(io.Closer))
+			if sqlDB, _ := db.Elem().FieldByIndex(sqlDBField.Index).Interface().(*sql.DB); sqlDB != nil {
+				dbs = append(dbs, sqlDB)
+			}
 		}
-		pool.SetMapIndex(key, reflect.Value{})
-	}
-	mu.Unlock()
-
-	var errs []error
-	for _, c := range closers {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
+		if remove {
+			pool.SetMapIndex(key, reflect.Value{})
 		}
 	}
-	return len(closers), errors.Join(errs...)
+	return dbs, nil
 }
