@@ -57,21 +57,21 @@ func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
 	}
+	// Handlers first, so queries and updates work from the first workflow task.
 	if err := r.registerHandlers(ctx); err != nil {
 		return RunResult{}, fmt.Errorf("registering handlers: %w", err)
+	}
+	if err := r.configure(ctx); err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
 	}
 	r.publish(ctx)
 	return r.loop(ctx)
 }
 
-// newRun validates the input and loads the worker's declared tools: from the
-// carried state after continue-as-new, else through the config local activity,
-// whose result the history keeps (a later change on the worker never changes
-// what this run is held to).
+// newRun validates the input and builds the run's state: fresh, or the state
+// carried over by continue-as-new.
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	in = withDefaults(in)
-	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
-		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
 	if err := in.Planner.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,29 +80,13 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	default:
 		return nil, fmt.Errorf("approval %q is unknown: want %q, %q or %q", in.Approval, PolicyHuman, PolicyDeny, PolicyAlwaysApprove)
 	}
-	if c := in.Carry; c != nil {
-		r.cfg = c.Config
-	} else {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
-		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.cfg); err != nil {
-			return nil, fmt.Errorf("loading the worker's tools: %w", err)
-		}
-	}
-	if in.Approval == PolicyAlwaysApprove && !r.cfg.AllowAutoApprove {
-		return nil, fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
-	}
-	if in.Planner.Kind != plan.KindScripted && !contains(r.cfg.Planners, in.Planner.Kind) {
-		return nil, fmt.Errorf("planner %q is not available on this worker (it has %v)", in.Planner.Kind, r.cfg.Planners)
-	}
-	r.specs = map[string]tool.Spec{}
-	for _, s := range r.cfg.Tools {
-		r.specs[s.Name] = s
-	}
-	r.tools = newValidator(r.specs)
+	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
 	c := in.Carry
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
 	}
+	r.cfg = c.Config
 	r.turn, r.steps, r.turnSteps, r.calls = c.Turn, c.Steps, c.TurnSteps, c.Calls
 	r.memo = newMemo(in.MemoEntries, in.MemoBytes, c.Memo)
 	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
@@ -110,6 +94,31 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	r.messages, r.ended, r.awaitingInput, r.idleSince = c.Messages, c.Ended, c.AwaitingInput, c.IdleSince
 	r.answer, r.refused = c.Answer, c.Refused
 	return r, nil
+}
+
+// configure loads the worker's declared tools — from the carried state after
+// continue-as-new, else through the config local activity, whose result the
+// history keeps (a later change on the worker never changes what this run is
+// held to) — and checks the input against them.
+func (r *run) configure(ctx workflow.Context) error {
+	if r.in.Carry == nil {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.cfg); err != nil {
+			return fmt.Errorf("loading the worker's tools: %w", err)
+		}
+	}
+	if r.policy == PolicyAlwaysApprove && !r.cfg.AllowAutoApprove {
+		return fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
+	}
+	if kind := r.in.Planner.Kind; kind != plan.KindScripted && !contains(r.cfg.Planners, kind) {
+		return fmt.Errorf("planner %q is not available on this worker (it has %v)", kind, r.cfg.Planners)
+	}
+	r.specs = map[string]tool.Spec{}
+	for _, s := range r.cfg.Tools {
+		r.specs[s.Name] = s
+	}
+	r.tools = newValidator(r.specs)
+	return nil
 }
 
 func withDefaults(in RunInput) RunInput {

@@ -248,7 +248,7 @@ func (r *run) status() string {
 }
 
 func (r *run) state() State {
-	interrupts := make([]Interrupt, 0, len(r.pending))
+	interrupts := make([]Interrupt, 0, len(r.pending)) // [] rather than null in JSON
 	for _, p := range r.pending {
 		interrupts = append(interrupts, p.Interrupt)
 	}

@@ -125,9 +125,10 @@ func (c *cli) look(ctx context.Context, cl client.Client, id string) (snapshot, 
 	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		var res workflows.RunResult
 		if err := cl.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-			return snapshot{state: workflows.State{Status: workflows.StatusFailed, Error: err.Error(), Next: []string{}}, result: &workflows.RunResult{Status: workflows.StatusFailed, Error: err.Error()}}, nil
+			st := workflows.State{Status: workflows.StatusFailed, Error: err.Error(), Next: []string{}, Interrupts: []workflows.Interrupt{}}
+			return snapshot{state: st, result: &workflows.RunResult{Status: workflows.StatusFailed, Error: err.Error()}}, nil
 		}
-		st := workflows.State{Status: res.Status, Answer: res.Answer, Error: res.Error, BlockedOn: res.BlockedOn, Next: []string{}}
+		st := workflows.State{Status: res.Status, Answer: res.Answer, Error: res.Error, BlockedOn: res.BlockedOn, Next: []string{}, Interrupts: []workflows.Interrupt{}}
 		return snapshot{state: st, trace: res.Trace, result: &res}, nil
 	}
 	var s snapshot
