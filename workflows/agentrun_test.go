@@ -262,7 +262,15 @@ func TestInterruptThenApprove(t *testing.T) {
 		require.Equal(t, workflows.StatusWaitingForApproval, s.Status)
 		require.Contains(t, s.Interrupts[0].Reason, "SQL injection")
 		require.Empty(t, f.desk.bookings, "nothing written before the approval")
-		f.approve("c-1") // the interrupt
+		f.approve("c-1") // a duplicate of the gate's approval: must not answer the interrupt
+	})
+	f.at(3*time.Minute, func() {
+		s := f.state()
+		require.Equal(t, []string{"interrupt:book_hotel"}, f.next(), "still waiting")
+		require.Len(t, s.Refused, 1)
+		require.Contains(t, s.Refused[0].Error, `must say "kind":"interrupt"`)
+		require.Empty(t, f.desk.bookings)
+		f.approveInterrupt("c-1")
 	})
 	res := f.run(scripted(steps(call("book_hotel", `{"guest":"Robert'); DROP TABLE bookings;--"}`))))
 	require.Equal(t, []string{
@@ -277,7 +285,7 @@ func TestInterruptThenApprove(t *testing.T) {
 
 func TestInterruptThenRejectWritesNothing(t *testing.T) {
 	f := newFixture(t, allowAutoApprove)
-	f.at(time.Minute, func() { f.reject("c-1", "suspicious guest") })
+	f.at(time.Minute, func() { f.rejectInterrupt("c-1", "suspicious guest") })
 	in := scripted(steps(call("book_hotel", `{"guest":"x' OR 1=1"}`)))
 	in.Approval = workflows.PolicyAlwaysApprove // the gate passes by policy; the tool's own check still asks a human
 	res := f.run(in)

@@ -143,6 +143,11 @@ type DecisionInput struct {
 	// ArgsDigest, when given, must equal the pending interrupt's args_digest:
 	// the decision is then bound to the exact arguments the approver saw.
 	ArgsDigest string `json:"args_digest,omitempty"`
+	// Kind must be "interrupt" to decide a call held by the tool's own check
+	// (next shows "interrupt:<tool>"), and may be empty or "gate" for a call
+	// held at the gate. So an approval meant for the gate — a duplicate, sent
+	// twice — can never answer the question the tool raised afterwards.
+	Kind string `json:"kind,omitempty"`
 }
 
 // DecisionResult is what the approve and reject updates return.

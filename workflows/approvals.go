@@ -78,6 +78,13 @@ func (r *run) validateDecision(in DecisionInput) (*pending, error) {
 			return nil, fmt.Errorf("args_digest %q does not match call %s (%s %s, digest %s): the decision was made for other arguments",
 				in.ArgsDigest, p.CallID, p.Tool, p.CallArgs, p.ArgsDigest)
 		}
+		if kind := in.Kind; kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
+			if p.Kind == KindInterrupt {
+				return nil, fmt.Errorf("call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
+					p.CallID, p.Tool, p.Reason)
+			}
+			return nil, fmt.Errorf("call %s waits at the gate, not on an interrupt: kind %q does not fit", p.CallID, kind)
+		}
 		return p, nil
 	}
 	var n int

@@ -247,6 +247,15 @@ func (f *fixture) reject(callID, reason string) {
 	f.env.SignalWorkflow(workflows.SignalReject, map[string]string{"call_id": callID, "approver": "bob", "reason": reason})
 }
 
+// approveInterrupt approves the question a tool raised (kind "interrupt").
+func (f *fixture) approveInterrupt(callID string) {
+	f.env.SignalWorkflow(workflows.SignalApprove, map[string]string{"call_id": callID, "approver": "alice", "kind": "interrupt"})
+}
+
+func (f *fixture) rejectInterrupt(callID, reason string) {
+	f.env.SignalWorkflow(workflows.SignalReject, map[string]string{"call_id": callID, "approver": "bob", "reason": reason, "kind": "interrupt"})
+}
+
 // updateOutcome is filled in when the workflow has handled an update.
 type updateOutcome struct {
 	done   bool

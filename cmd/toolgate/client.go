@@ -256,7 +256,7 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		in := workflows.DecisionInput{CallID: callID, Approver: *as, Note: *note, Reason: *reason}
 		for _, it := range s.state.Interrupts {
 			if it.CallID == callID {
-				in.ArgsDigest = it.ArgsDigest
+				in.ArgsDigest, in.Kind = it.ArgsDigest, it.Kind
 				fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, callID, it.Tool, it.CallArgs)
 			}
 		}

@@ -151,10 +151,14 @@ func (c *cli) follow(ctx context.Context, cl client.Client, id string, onWait fu
 }
 
 func printHowToDecide(w io.Writer, id string, it workflows.Interrupt) {
+	kind := ""
+	if it.Kind == workflows.KindInterrupt {
+		kind = `,"kind":"interrupt"`
+	}
 	fmt.Fprintf(w, `decide from another shell:
   toolgate approve %[1]s %[2]s --as NAME
   toolgate reject  %[1]s %[2]s --reason TEXT --as NAME
 or with the stock temporal CLI:
-  temporal workflow signal --workflow-id %[1]s --name approve --input '{"call_id":"%[2]s","approver":"NAME"}'
-`, id, it.CallID)
+  temporal workflow signal --workflow-id %[1]s --name approve --input '{"call_id":"%[2]s","approver":"NAME"%[3]s}'
+`, id, it.CallID, kind)
 }

@@ -55,8 +55,9 @@ func (s *stack) stop() {
 	}
 }
 
-// up starts the embedded server on dataDir and a worker on it.
-func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace string, allowAuto bool) (_ *stack, err error) {
+// up starts the embedded server on dataDir and a worker on it (metrics: the
+// worker's metrics handler, nil for none).
+func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace string, allowAuto bool, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
@@ -79,7 +80,7 @@ func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace str
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
-	s.client, err = c.dial(ctx, &conn{address: s.server.Address(), namespace: s.server.Namespace()})
+	s.client, err = c.dialWith(ctx, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -105,10 +106,16 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
 	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
+	metricsAddr := metricsFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	s, err := c.up(ctx, *data, *address, *ui, *namespace, *allowAuto)
+	m, err := c.startMetrics(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics(m)
+	s, err := c.up(ctx, *data, *address, *ui, *namespace, *allowAuto, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -130,10 +137,16 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	data := dataFlag(fs)
 	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
 	searchAttrs := fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current")
+	metricsAddr := metricsFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.dial(ctx, cn)
+	m, err := c.startMetrics(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics(m)
+	cl, err := c.dialWith(ctx, cn, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -171,7 +184,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, *data, "127.0.0.1:0", "", "default", false)
+	s, err := c.up(ctx, *data, "127.0.0.1:0", "", "default", false, nil)
 	if err != nil {
 		return err
 	}
@@ -185,7 +198,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	decide := c.askAtTerminal(ctx, s.client, id)
 	if *yes {
 		decide = func(it workflows.Interrupt) error {
-			return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest})
+			return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 		}
 	} else if !isTerminal(c.stdin) {
 		fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
@@ -215,7 +228,7 @@ func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string) fu
 			}
 			switch strings.ToLower(strings.TrimSpace(line)) {
 			case "y", "yes":
-				return c.sendAndSay(ctx, cl, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"), ArgsDigest: it.ArgsDigest})
+				return c.sendAndSay(ctx, cl, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"), ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 			case "n", "no":
 				fmt.Fprint(c.stdout, "reason: ")
 				reason, err := in.ReadString('\n')
@@ -223,7 +236,7 @@ func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string) fu
 					return fmt.Errorf("reading the reason: %w", err)
 				}
 				return c.sendAndSay(ctx, cl, id, "reject", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"),
-					Reason: strings.TrimSpace(reason), ArgsDigest: it.ArgsDigest})
+					Reason: strings.TrimSpace(reason), ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 			}
 		}
 	}
@@ -261,4 +274,41 @@ func crashAfterCommit(toolName string) func(string) error {
 		}
 		return nil
 	}
+}
+
+func metricsFlag(fs *flag.FlagSet) *string {
+	return fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)")
+}
+
+// startMetrics serves Prometheus metrics at addr and says where; "" serves
+// none (nil, whose Handler is nil and whose Stop does nothing).
+func (c *cli) startMetrics(addr string) (*worker.Prometheus, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	m, err := worker.Metrics(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.stdout, "metrics at %s\n", m.URL())
+	return m, nil
+}
+
+func stopMetrics(m *worker.Prometheus) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.Stop(ctx)
+}
+
+// dialWith is dial, with the SDK's metrics (and those of the runs of a worker
+// on this client) going to metrics; nil: no metrics.
+func (c *cli) dialWith(ctx context.Context, cn *conn, metrics client.MetricsHandler) (client.Client, error) {
+	if metrics == nil {
+		return c.dial(ctx, cn)
+	}
+	cl, err := client.DialContext(ctx, client.Options{HostPort: cn.address, Namespace: cn.namespace, Logger: c.quietLogger(), MetricsHandler: metrics})
+	if err != nil {
+		return nil, fmt.Errorf("no Temporal server answers at %s (namespace %s): %w", cn.address, cn.namespace, err)
+	}
+	return cl, nil
 }
