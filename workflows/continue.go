@@ -23,6 +23,7 @@ func (r *run) continueAsNewDue(ctx workflow.Context) bool {
 // that arrived around the switch is lost.
 func (r *run) continueAsNew(ctx workflow.Context) error {
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	yield(ctx)
 	r.drain(ctx)
 	next := r.in
 	next.Carry = &Carry{
@@ -33,4 +34,13 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		Answer: r.answer, Refused: r.refused,
 	}
 	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
+}
+
+// yield lets every other coroutine run once. A signal that arrived in this
+// workflow task may already sit in the listener's blocked selector — taken off
+// its channel, so drain cannot see it — until the listener runs.
+func yield(ctx workflow.Context) {
+	done := false
+	workflow.Go(ctx, func(workflow.Context) { done = true })
+	_ = workflow.Await(ctx, func() bool { return done })
 }

@@ -61,6 +61,7 @@ func (d *Desk) bookHotel() tool.Tool {
 			"additionalProperties": false
 		}`),
 		Destructive: true,
+		Timeout:     writeTimeout,
 	}, func(ctx context.Context, args BookArgs) (Booking, error) {
 		// The compliance check stands down only for a human who approved its own
 		// interrupt: an approval at the gate was given without its message.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -49,6 +50,11 @@ type Desk struct {
 	mu       sync.Mutex
 	attempts map[string]int // carrier attempts per call id (see Flaky)
 }
+
+// writeTimeout bounds one attempt of a side-effecting tool. Its write is one
+// short SQLite transaction, so a worker that died mid-attempt is detected (and
+// the call retried, with the same idempotency key) after seconds, not minutes.
+const writeTimeout = 10 * time.Second
 
 // AlwaysFail is the Flaky setting under which every carrier attempt fails.
 const AlwaysFail = -1

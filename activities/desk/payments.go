@@ -62,6 +62,7 @@ func (d *Desk) refund() tool.Tool {
 			"additionalProperties": false
 		}`),
 		Destructive: true,
+		Timeout:     writeTimeout,
 	}, func(ctx context.Context, args RefundArgs) (RefundResult, error) {
 		if args.AmountCents <= 0 {
 			return RefundResult{}, tool.InvalidArgs("refund: amount_cents must be positive, got %d", args.AmountCents)

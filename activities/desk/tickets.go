@@ -199,6 +199,7 @@ func (d *Desk) closeTicket() tool.Tool {
 			"additionalProperties": false
 		}`),
 		Destructive: true,
+		Timeout:     writeTimeout,
 		Invalidates: []string{"search_tickets", "get_ticket"},
 	}, func(ctx context.Context, args CloseArgs) (CloseResult, error) {
 		info, err := callInfo(ctx, "close_ticket")

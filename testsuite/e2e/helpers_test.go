@@ -1,0 +1,541 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// searchAttributes are the ones `toolgate dev` registers (cmd/toolgate/serve.go).
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+// Timeouts of the suite. They bound waits; no test sleeps to assert.
+const (
+	startTimeout = time.Minute      // server start, worker start
+	waitTimeout  = 30 * time.Second // a run reaching a state
+	rpcTimeout   = 15 * time.Second // one client call
+)
+
+// ---------------------------------------------------------------------------
+// Polling
+
+// eventually polls cond until it returns nil or timeout passes, then fails
+// the test with cond's last error.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, still not %s: %v", timeout, what, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not an assertion
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Server, client, in-process worker
+
+// stack is one test's embedded server on its own data directory, and a
+// client of it.
+type stack struct {
+	t       *testing.T
+	dataDir string
+	server  *devserver.Server
+	client  client.Client
+	sdkLog  *syncBuffer // the SDK's warnings and errors, shown when the test fails
+}
+
+// newStack starts an embedded server on a fresh data directory and dials it.
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{t: t, dataDir: t.TempDir(), sdkLog: &syncBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() && s.sdkLog.Len() > 0 {
+			t.Logf("SDK log:\n%s", s.sdkLog.String())
+		}
+	})
+	s.startServer()
+	return s
+}
+
+// startServer starts (or starts again) the server on the stack's data
+// directory, on a free port, and dials it.
+func (s *stack) startServer() {
+	t := s.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	began := time.Now()
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: s.dataDir, SearchAttributes: searchAttributes})
+	if err != nil {
+		t.Fatalf("starting the embedded server: %v", err)
+	}
+	t.Logf("server up at %s in %v", srv.Address(), time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stopping the server: %v", err)
+		}
+	})
+	s.server = srv
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(),
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	if err != nil {
+		t.Fatalf("dialing %s: %v", srv.Address(), err)
+	}
+	t.Cleanup(c.Close)
+	s.client = c
+}
+
+// stopServer stops the server and closes the client (a restart test then
+// calls startServer again).
+func (s *stack) stopServer() {
+	s.t.Helper()
+	s.client.Close()
+	if err := s.server.Stop(); err != nil {
+		s.t.Fatalf("stopping the server: %v", err)
+	}
+}
+
+// inWorker is a toolgate worker in this process: the demo desk on the
+// stack's data directory, like `toolgate worker`.
+type inWorker struct {
+	w    sdkworker.Worker
+	desk *desk.Desk
+	once sync.Once
+}
+
+func (w *inWorker) stop() {
+	w.once.Do(func() {
+		w.w.Stop()
+		_ = w.desk.Close()
+	})
+}
+
+// startWorker starts an in-process worker on the stack's client.
+func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
+	t := s.t
+	t.Helper()
+	opts, d, err := worker.Demo(s.dataDir)
+	if err != nil {
+		t.Fatalf("worker.Demo: %v", err)
+	}
+	opts.AllowAutoApprove = allowAutoApprove
+	opts.SearchAttributes = true
+	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
+	if err != nil {
+		_ = d.Close()
+		t.Fatalf("worker.Start: %v", err)
+	}
+	iw := &inWorker{w: w, desk: d}
+	t.Cleanup(iw.stop)
+	return iw
+}
+
+// deskPath is the demo desk's SQLite file, shared by workers and assertions.
+func (s *stack) deskPath() string { return filepath.Join(s.dataDir, worker.DeskFile) }
+
+// openDesk opens the desk's file for assertions (WAL: it may be open in a
+// worker, in this process or another, at the same time).
+func (s *stack) openDesk() *desk.Desk {
+	s.t.Helper()
+	d, err := desk.Open(s.deskPath())
+	if err != nil {
+		s.t.Fatalf("opening the desk: %v", err)
+	}
+	s.t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// openDB opens the desk's file read-only through database/sql, for the
+// counts the desk has no method for.
+func (s *stack) openDB() *sql.DB {
+	s.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+s.deskPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		s.t.Fatalf("opening %s: %v", s.deskPath(), err)
+	}
+	s.t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// ---------------------------------------------------------------------------
+// Runs
+
+// scripted is a scripted planner over steps (an empty step ends a user turn).
+func scripted(answer string, steps ...[]tool.Proposal) plan.Config {
+	return plan.Config{Kind: plan.KindScripted, Turns: steps, Answer: answer}
+}
+
+// step is one planner step: calls proposed together.
+func step(calls ...tool.Proposal) []tool.Proposal {
+	if calls == nil {
+		return []tool.Proposal{}
+	}
+	return calls
+}
+
+// call is one proposal.
+func call(toolName, args string) tool.Proposal {
+	return tool.Proposal{Tool: toolName, Args: json.RawMessage(args)}
+}
+
+// clientStart are the start options of a run with this workflow id.
+func clientStart(id string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
+}
+
+// start starts an AgentRun through the client API.
+func (s *stack) start(id string, in workflows.RunInput) client.WorkflowRun {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	run, err := s.client.ExecuteWorkflow(ctx, clientStart(id), workflows.WorkflowName, in)
+	if err != nil {
+		s.t.Fatalf("starting run %s: %v", id, err)
+	}
+	return run
+}
+
+// query runs a query on the current run of id.
+func query(c client.Client, id, name string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	v, err := c.QueryWorkflow(ctx, id, "", name)
+	if err != nil {
+		return err
+	}
+	return v.Get(out)
+}
+
+// state queries the run's state.
+func (s *stack) state(id string) (workflows.State, error) {
+	var st workflows.State
+	err := query(s.client, id, workflows.QueryState, &st)
+	return st, err
+}
+
+// mustState queries the run's state or fails.
+func (s *stack) mustState(id string) workflows.State {
+	s.t.Helper()
+	st, err := s.state(id)
+	if err != nil {
+		s.t.Fatalf("query state of %s: %v", id, err)
+	}
+	return st
+}
+
+// mustTrace queries the run's trace or fails.
+func (s *stack) mustTrace(id string) []workflows.TraceRecord {
+	s.t.Helper()
+	var tr []workflows.TraceRecord
+	if err := query(s.client, id, workflows.QueryTrace, &tr); err != nil {
+		s.t.Fatalf("query trace of %s: %v", id, err)
+	}
+	return tr
+}
+
+// awaitNext polls the query `next` until it equals want.
+func (s *stack) awaitNext(id string, timeout time.Duration, want ...string) {
+	s.t.Helper()
+	eventually(s.t, timeout, fmt.Sprintf("next of %s = %q", id, want), func() error {
+		var next []string
+		if err := query(s.client, id, workflows.QueryNext, &next); err != nil {
+			return err
+		}
+		if !equal(next, want) {
+			return fmt.Errorf("next is %q", next)
+		}
+		return nil
+	})
+}
+
+// awaitStatus polls the query `state` until the run has status (and, when
+// turn > 0, is in that turn), and returns that state.
+func (s *stack) awaitStatus(id, status string, turn int, timeout time.Duration) workflows.State {
+	s.t.Helper()
+	var st workflows.State
+	eventually(s.t, timeout, fmt.Sprintf("%s %s (turn %d)", id, status, turn), func() error {
+		var err error
+		if st, err = s.state(id); err != nil {
+			return err
+		}
+		if st.Status != status || (turn > 0 && st.Turn != turn) {
+			return fmt.Errorf("status %s, turn %d", st.Status, st.Turn)
+		}
+		return nil
+	})
+	return st
+}
+
+// result waits for the run's result (following continue-as-new).
+func (s *stack) result(id string, timeout time.Duration) workflows.RunResult {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var res workflows.RunResult
+	if err := s.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		s.t.Fatalf("result of %s: %v", id, err)
+	}
+	return res
+}
+
+// approveByUpdate approves a call with the approve update and waits for the
+// decision.
+func (s *stack) approveByUpdate(id string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateApprove,
+		Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return workflows.DecisionResult{}, err
+	}
+	var res workflows.DecisionResult
+	err = h.Get(ctx, &res)
+	return res, err
+}
+
+// signal sends a signal to the current run of id.
+func (s *stack) signal(id, name string, arg any) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if err := s.client.SignalWorkflow(ctx, id, "", name, arg); err != nil {
+		s.t.Fatalf("signal %s to %s: %v", name, id, err)
+	}
+}
+
+// event is a trace record reduced to what the tests compare.
+type event struct{ call, tool, status string }
+
+func (e event) String() string { return e.call + " " + e.tool + " " + e.status }
+
+func events(trace []workflows.TraceRecord) []event {
+	out := make([]event, len(trace))
+	for i, r := range trace {
+		out[i] = event{r.CallID, r.Tool, r.Status}
+	}
+	return out
+}
+
+// checkEvents fails unless the trace is exactly want (call, tool, status).
+func checkEvents(t *testing.T, what string, trace []workflows.TraceRecord, want ...event) {
+	t.Helper()
+	got := events(trace)
+	if !equal(got, want) {
+		t.Fatalf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+// records returns the trace records of one call with one status.
+func records(trace []workflows.TraceRecord, callID, status string) []workflows.TraceRecord {
+	var out []workflows.TraceRecord
+	for _, r := range trace {
+		if r.CallID == callID && r.Status == status {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ---------------------------------------------------------------------------
+// Subprocesses
+
+// syncBuffer is a bytes.Buffer safe for a subprocess and the test at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// proc is a toolgate subprocess.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	done    chan struct{}
+	waitErr error // set when done is closed
+}
+
+// childEnv is this process's environment without the variables that would
+// change what a toolgate subprocess does, plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "TOOLGATE_") || strings.HasPrefix(kv, "TEMPORAL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// startProc starts the toolgate binary. Its output is kept and logged only if
+// the test fails; the process is killed when the test ends.
+func startProc(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(toolgateBinary(t), args...)
+	p.cmd.Env = childEnv(env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s (pid %d) did not exit after SIGKILL", name, p.cmd.Process.Pid)
+		}
+		if t.Failed() {
+			t.Logf("%s (pid %d) output:\n%s", name, p.cmd.Process.Pid, p.out.String())
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL (kill -9): no cleanup, no graceful shutdown.
+func (p *proc) kill() { _ = p.cmd.Process.Kill() }
+
+// exited reports whether the process has exited.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the process to exit and returns cmd.Wait's error.
+func (p *proc) wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.waitErr
+	case <-time.After(timeout):
+		t.Fatalf("%s (pid %d) still running after %v", p.name, p.cmd.Process.Pid, timeout)
+		return nil
+	}
+}
+
+// startWorkerProc starts `toolgate worker` against the stack's server and
+// waits until it polls the toolgate task queue for both workflow and activity
+// tasks (its pollers carry its pid in their identity).
+func (s *stack) startWorkerProc(name string, env []string, flags ...string) *proc {
+	t := s.t
+	t.Helper()
+	args := append([]string{"worker", "--address", s.server.Address(), "--namespace", s.server.Namespace(),
+		"--data", s.dataDir, "--search-attributes"}, flags...)
+	p := startProc(t, name, env, args...)
+	prefix := fmt.Sprintf("%d@", p.cmd.Process.Pid)
+	eventually(t, startTimeout, name+" polling", func() error {
+		if p.exited() {
+			t.Fatalf("%s exited before polling: %v\n%s", name, p.waitErr, p.out.String())
+		}
+		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+			resp, err := s.client.DescribeTaskQueue(ctx, workflows.TaskQueue, typ)
+			cancel()
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, pi := range resp.GetPollers() {
+				found = found || strings.HasPrefix(pi.GetIdentity(), prefix)
+			}
+			if !found {
+				return fmt.Errorf("no %s poller with identity %s…", typ, prefix)
+			}
+		}
+		return nil
+	})
+	return p
+}
+
+// runCLI runs one toolgate client command and returns its combined output
+// and exit code (-1 when it did not exit by itself in time).
+func runCLI(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, toolgateBinary(t), args...)
+	cmd.Env = childEnv()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("toolgate %s: no exit within %v; output:\n%s", strings.Join(args, " "), timeout, out)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	default:
+		t.Fatalf("toolgate %s: %v", strings.Join(args, " "), err)
+		return "", -1
+	}
+}
