@@ -43,11 +43,22 @@ type run struct {
 	blockedOn *tool.ConfirmationRequired
 	refused   []Refusal
 
+	// decisionKinds: a decision must name the kind of pause it answers
+	// (versioned: see versionDecisionKind).
+	decisionKinds bool
+
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }
 	metrics client.MetricsHandler
 	shown   string // last status published to search attributes / details
 }
+
+// Change ids for workflow.GetVersion: each names a change to AgentRun that
+// would otherwise break the replay of runs started before it.
+const (
+	// versionDecisionKind: a decision for a tool's own interrupt must say kind "interrupt".
+	versionDecisionKind = "decision-kind"
+)
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
 // through gate → memo → run → fallback, feeds the outcomes back, and ends with
@@ -82,6 +93,9 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	}
 	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
 		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
+	// Runs started before decisions carried a kind keep the old rule, so
+	// their histories replay unchanged (testsuite/histories/interrupt.json).
+	r.decisionKinds = workflow.GetVersion(ctx, versionDecisionKind, workflow.DefaultVersion, 1) >= 1
 	c := in.Carry
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}

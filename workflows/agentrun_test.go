@@ -226,7 +226,7 @@ func TestBadCallsFromThePlannerAreErrorsNotCrashes(t *testing.T) {
 	require.Contains(t, res.Trace[0].Error, `no tool named "drop_database"`)
 	require.Contains(t, res.Trace[1].Error, "query")
 	require.Contains(t, res.Trace[2].Error, "must be a JSON object")
-	require.Contains(t, res.Trace[3].Error, "must be a JSON object")
+	require.Contains(t, res.Trace[3].Error, `arguments are not valid JSON: {"query":`)
 	require.Equal(t, 1, f.desk.count("search_tickets"))
 }
 

@@ -78,7 +78,7 @@ func (r *run) validateDecision(in DecisionInput) (*pending, error) {
 			return nil, fmt.Errorf("args_digest %q does not match call %s (%s %s, digest %s): the decision was made for other arguments",
 				in.ArgsDigest, p.CallID, p.Tool, p.CallArgs, p.ArgsDigest)
 		}
-		if kind := in.Kind; kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
+		if kind := in.Kind; r.decisionKinds && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
 			if p.Kind == KindInterrupt {
 				return nil, fmt.Errorf("call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
 					p.CallID, p.Tool, p.Reason)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,6 +46,12 @@ func (r *run) check(c *tool.Call) (tool.Spec, error) {
 		return spec, fmt.Errorf("%s: %s: arguments are not valid JSON: %v", tool.ErrInvalidArgs, c.Tool, err)
 	}
 	if canon[0] != '{' {
+		// A planner hands over arguments a model wrote as broken JSON as a JSON
+		// string holding that text: say what is wrong with the text.
+		var text string
+		if json.Unmarshal(canon, &text) == nil && !json.Valid([]byte(text)) {
+			return spec, fmt.Errorf("%s: %s: arguments are not valid JSON: %s", tool.ErrInvalidArgs, c.Tool, truncate([]byte(text), 200))
+		}
 		return spec, fmt.Errorf("%s: %s: arguments must be a JSON object, got %s", tool.ErrInvalidArgs, c.Tool, truncate(canon, 80))
 	}
 	c.Args = canon

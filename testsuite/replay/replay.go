@@ -7,9 +7,20 @@
 //			t.Fatal(err)
 //		}
 //	}
+//
+// To check a change before making it, replay with your variant of the
+// workflow registered as AgentRun (FileWith, DirWith): guarded with
+// workflow.GetVersion it replays; unguarded it fails with a nondeterminism
+// error ("[TMPRL1100] nondeterministic workflow: …").
+//
+// The histories are JSON as `temporal workflow show --workflow-id ID --output
+// json` writes them (protojson of history.v1.History; payloads not in
+// shorthand). Export runs that have closed: a history cut while a workflow task
+// is in flight may not replay (sdk-go #1670).
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,10 +34,20 @@ import (
 )
 
 // File replays one history exported as JSON (`temporal workflow show
-// --output json`, or the files under testsuite/histories).
+// --output json`, or the files under testsuite/histories) against
+// workflows.AgentRun.
 func File(path string) error {
+	return FileWith(path, workflows.AgentRun)
+}
+
+// FileWith replays one history against wf, registered under the workflow
+// type AgentRun in place of workflows.AgentRun. wf must have AgentRun's
+// signature, func(workflow.Context, workflows.RunInput) (workflows.RunResult,
+// error); typically it is a changed copy of AgentRun, or a function that adds
+// a step and then calls workflows.AgentRun.
+func FileWith(path string, wf any) error {
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
 		return fmt.Errorf("replaying %s: %w", path, err)
@@ -34,8 +55,15 @@ func File(path string) error {
 	return nil
 }
 
-// Dir replays every *.json history in dir.
+// Dir replays every *.json history in dir against workflows.AgentRun. It
+// replays them all and reports every one that fails.
 func Dir(dir string) error {
+	return DirWith(dir, workflows.AgentRun)
+}
+
+// DirWith replays every *.json history in dir against wf (see FileWith). It
+// replays them all and reports every one that fails.
+func DirWith(dir string, wf any) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return err
@@ -43,10 +71,11 @@ func Dir(dir string) error {
 	if len(files) == 0 {
 		return fmt.Errorf("no *.json histories in %s", dir)
 	}
+	var errs []error
 	for _, f := range files {
-		if err := File(f); err != nil {
-			return err
+		if err := FileWith(f, wf); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

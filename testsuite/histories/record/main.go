@@ -1,0 +1,455 @@
+// Command record records the replay fixtures under testsuite/histories: it
+// starts the embedded Temporal server on a temporary directory, runs one
+// AgentRun per flow against toolgate's own demo worker (worker.Demo with
+// AllowAutoApprove and SearchAttributes), drives each run (approvals,
+// rejections, messages) until it has closed, and writes its history as JSON in
+// the format of `temporal workflow show --output json` (protojson of
+// history.v1.History, payloads not in shorthand), which
+// worker.WorkflowReplayer.ReplayWorkflowHistoryFromJSONFile reads. Every file
+// written is replayed once before the command ends.
+//
+// Run it from anywhere in the module:
+//
+//	go run ./testsuite/histories/record              # every flow
+//	go run ./testsuite/histories/record -only expire # some flows
+//
+//	go run ./testsuite/histories/record -out /tmp/h   # somewhere else, to look
+//
+// Re-record only on purpose: the point of the fixtures is that they were made
+// by an older version of the workflow code. When one of them stops replaying
+// (go test ./testsuite/replay), the change would break runs in flight: guard
+// it with workflow.GetVersion rather than re-recording the fixture.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	out := flag.String("out", "", "directory to write the histories to (default: testsuite/histories of this module)")
+	only := flag.String("only", "", "comma-separated flows to record (default: all)")
+	flag.Parse()
+	if *out == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		*out = filepath.Join(root, "testsuite", "histories")
+	}
+	selected := map[string]bool{}
+	for _, name := range strings.Split(*only, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			selected[name] = true
+		}
+	}
+	for name := range selected {
+		if !slices.ContainsFunc(flows, func(f flow) bool { return f.name == name }) {
+			return fmt.Errorf("unknown flow %q", name)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "toolgate-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DataDir: filepath.Join(tmp, "server"),
+		SearchAttributes: map[string]enumspb.IndexedValueType{
+			workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+			workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	cl, err := client.DialContext(ctx, client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(),
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for _, f := range flows {
+		if len(selected) > 0 && !selected[f.name] {
+			continue
+		}
+		files, err := record(ctx, cl, filepath.Join(tmp, f.name), *out, f)
+		if err != nil {
+			return fmt.Errorf("flow %s: %w", f.name, err)
+		}
+		for _, file := range files {
+			if err := replay.File(file); err != nil {
+				return fmt.Errorf("flow %s: the history just recorded does not replay: %w", f.name, err)
+			}
+			st, _ := os.Stat(file)
+			fmt.Printf("wrote %s (%d bytes), replays\n", file, st.Size())
+		}
+	}
+	return nil
+}
+
+// moduleRoot is the directory holding go.mod, from the working directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run from the toolgate module, or pass -out")
+		}
+		dir = parent
+	}
+}
+
+// flow is one recorded scenario.
+type flow struct {
+	name string
+	in   workflows.RunInput
+	// drive decides what the run waits for; nil: nothing to do.
+	drive func(ctx context.Context, cl client.Client, id string) error
+	// status and trace ("c-1 ok", …) the run must end with, so a fixture
+	// shows what its name says.
+	status string
+	trace  []string
+	// unordered: compare the trace as a set (calls run concurrently).
+	unordered bool
+	// allRuns: write the first and the last run of a continue-as-new chain.
+	allRuns bool
+}
+
+func proposal(toolName, args string) tool.Proposal {
+	return tool.Proposal{Tool: toolName, Args: json.RawMessage(args)}
+}
+
+var (
+	searchLogin   = proposal("search_tickets", `{"query":"login"}`)
+	searchBilling = proposal("search_tickets", `{"query":"billing"}`)
+	closeTKT3     = proposal("close_ticket", `{"ticket_id":"TKT-3"}`)
+	// seed is the seed's walk-through: search, the same search again (a memo
+	// hit), then close the ticket (destructive: held at the gate).
+	seed = [][]tool.Proposal{{searchLogin}, {searchLogin}, {closeTKT3}}
+)
+
+func scripted(answer string, turns ...[]tool.Proposal) plan.Config {
+	return plan.Config{Kind: plan.KindScripted, Turns: turns, Answer: answer}
+}
+
+var flows = []flow{
+	{
+		name:   "cache_hit",
+		in:     workflows.RunInput{Goal: "find the login ticket", Planner: scripted("found TKT-3", []tool.Proposal{searchLogin}, []tool.Proposal{searchLogin})},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 cache_hit"},
+	},
+	{
+		name: "approve",
+		in:   workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed TKT-3", seed...)},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			return decideByUpdate(ctx, cl, id, "c-3", workflows.KindGate, workflows.UpdateApprove, "alice", "")
+		},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 approved", "c-3 ok"},
+	},
+	{
+		name: "reject",
+		in:   workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("left TKT-3 open", seed...)},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			return decideBySignal(ctx, cl, id, "c-3", workflows.KindGate, workflows.SignalReject, "bob", "wrong ticket")
+		},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 rejected"},
+	},
+	{
+		name: "expire",
+		in: workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("nobody approved", seed...),
+			ApprovalTimeout: workflows.Duration(2 * time.Second)},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 expired"},
+	},
+	{
+		name:   "deny",
+		in:     workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("not reached", seed...), Approval: workflows.PolicyDeny},
+		status: workflows.StatusBlocked,
+		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked"},
+	},
+	{
+		name: "interrupt",
+		in: workflows.RunInput{Goal: "book a room", Planner: scripted("booked",
+			[]tool.Proposal{proposal("book_hotel", `{"guest":"Robert'); DROP TABLE bookings;--","hotel":"Hotel Aurora","nights":2}`)})},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			if err := decideByUpdate(ctx, cl, id, "c-1", workflows.KindGate, workflows.UpdateApprove, "alice", ""); err != nil {
+				return err
+			}
+			return decideByUpdate(ctx, cl, id, "c-1", workflows.KindInterrupt, workflows.UpdateApprove, "compliance", "")
+		},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 blocked", "c-1 approved", "c-1 interrupted", "c-1 approved", "c-1 ok"},
+	},
+	{
+		name: "retry_fallback",
+		in: workflows.RunInput{Goal: "where is ORD-1001", Planner: scripted("in transit (stale)",
+			[]tool.Proposal{proposal("carrier_status", `{"order_id":"ORD-1001"}`)})},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 fallback", "c-2 ok"},
+	},
+	{
+		name: "parallel",
+		in: workflows.RunInput{Goal: "tidy up", Planner: scripted("done", []tool.Proposal{
+			searchLogin, proposal("get_ticket", `{"ticket_id":"TKT-1"}`), proposal("close_ticket", `{"ticket_id":"TKT-2"}`)})},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			return decideBySignal(ctx, cl, id, "c-3", workflows.KindGate, workflows.SignalApprove, "alice", "")
+		},
+		status:    workflows.StatusCompleted,
+		trace:     []string{"c-1 ok", "c-2 ok", "c-3 blocked", "c-3 approved", "c-3 ok"},
+		unordered: true,
+	},
+	{
+		name: "continue_as_new",
+		in: workflows.RunInput{Goal: "search a lot", HistoryLimit: 10,
+			Planner: scripted("searched", []tool.Proposal{searchLogin}, []tool.Proposal{searchBilling}, []tool.Proposal{searchLogin})},
+		status:  workflows.StatusCompleted,
+		trace:   []string{"c-1 ok", "c-2 ok", "c-3 cache_hit"},
+		allRuns: true,
+	},
+	{
+		name: "message",
+		in: workflows.RunInput{Goal: "find the login ticket", Session: true,
+			Planner: scripted("here you are", []tool.Proposal{searchLogin}, nil, []tool.Proposal{searchBilling}, nil, []tool.Proposal{searchLogin}, nil)},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			for turn, text := range []string{"also find the billing one", "and the login one again"} {
+				if err := waitFor(ctx, cl, id, func(s workflows.State) bool {
+					return s.Status == workflows.StatusWaitingForInput && s.Turn == turn+1
+				}); err != nil {
+					return err
+				}
+				if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalMessage, workflows.MessageInput{Text: text}); err != nil {
+					return err
+				}
+			}
+			if err := waitFor(ctx, cl, id, func(s workflows.State) bool {
+				return s.Status == workflows.StatusWaitingForInput && s.Turn == 3
+			}); err != nil {
+				return err
+			}
+			return cl.SignalWorkflow(ctx, id, "", workflows.SignalEnd, struct{}{})
+		},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 ok", "c-3 cache_hit"},
+	},
+	{
+		name: "support_planner",
+		in:   workflows.RunInput{Goal: "find the login ticket and close it", Planner: plan.Config{Kind: plan.KindSupport}},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			return decideByUpdate(ctx, cl, id, "c-3", workflows.KindGate, workflows.UpdateApprove, "alice", "")
+		},
+		status: workflows.StatusCompleted,
+		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 approved", "c-3 ok"},
+	},
+}
+
+// record runs one flow on a worker of its own (its own desk database under
+// dataDir, so flows never see each other's changes), waits until the run has
+// closed and writes its history (and, for allRuns, the last run's) to out.
+func record(ctx context.Context, cl client.Client, dataDir, out string, f flow) ([]string, error) {
+	opts, desk, err := worker.Demo(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer desk.Close()
+	opts.AllowAutoApprove = true
+	opts.SearchAttributes = true
+	w, err := worker.Start(cl, workflows.TaskQueue, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+
+	id := "fixture-" + f.name
+	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		WorkflowExecutionTimeout: 2 * time.Minute}, workflows.WorkflowName, f.in)
+	if err != nil {
+		return nil, err
+	}
+	if f.drive != nil {
+		if err := f.drive(ctx, cl, id); err != nil {
+			return nil, err
+		}
+	}
+	firstRun := wr.GetRunID() // before Get: Get moves it to the run it follows to
+	var res workflows.RunResult
+	if err := wr.Get(ctx, &res); err != nil { // follows continue-as-new to the last run
+		return nil, err
+	}
+	if err := check(f, res); err != nil {
+		return nil, err
+	}
+
+	runs := []string{firstRun}
+	names := []string{f.name + ".json"}
+	if f.allRuns {
+		last, err := cl.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return nil, err
+		}
+		lastRun := last.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		if lastRun == firstRun {
+			return nil, errors.New("the run never continued as new: lower history_limit")
+		}
+		runs = append(runs, lastRun)
+		names = []string{f.name + "_first.json", f.name + "_last.json"}
+	}
+	var files []string
+	for i, runID := range runs {
+		file := filepath.Join(out, names[i])
+		if err := export(ctx, cl, id, runID, file); err != nil {
+			return nil, err
+		}
+		files = append(files, file)
+	}
+	return files, nil
+}
+
+// check compares the run's end with what the flow is meant to show.
+func check(f flow, res workflows.RunResult) error {
+	var got []string
+	for _, r := range res.Trace {
+		got = append(got, r.CallID+" "+r.Status)
+	}
+	want := slices.Clone(f.trace)
+	if f.unordered {
+		slices.Sort(got)
+		slices.Sort(want)
+	}
+	if res.Status != f.status || !slices.Equal(got, want) {
+		return fmt.Errorf("run ended %s with trace %q; the flow wants %s with %q", res.Status, got, f.status, want)
+	}
+	return nil
+}
+
+// export writes one closed run's full history as `temporal workflow show
+// --output json` does. It refuses a run that has not closed: a history taken
+// mid-run may end inside a workflow task and does not replay (sdk-go #1670).
+func export(ctx context.Context, cl client.Client, id, runID, file string) error {
+	desc, err := cl.DescribeWorkflowExecution(ctx, id, runID)
+	if err != nil {
+		return err
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("run %s/%s is still running: export closed runs only", id, runID)
+	}
+	hist := &historypb.History{}
+	it := cl.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return err
+		}
+		hist.Events = append(hist.Events, e)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
+}
+
+// waitFor polls the run's state query until ok says yes.
+func waitFor(ctx context.Context, cl client.Client, id string, ok func(workflows.State) bool) error {
+	var last workflows.State
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := cl.QueryWorkflow(ctx, id, "", workflows.QueryState)
+		if err == nil && v.Get(&last) == nil && ok(last) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("run %s: condition not reached in 30s (state %+v)", id, last)
+}
+
+// waitPending waits until callID waits for a decision of the given kind.
+func waitPending(ctx context.Context, cl client.Client, id, callID, kind string) (workflows.Interrupt, error) {
+	var it workflows.Interrupt
+	err := waitFor(ctx, cl, id, func(s workflows.State) bool {
+		for _, i := range s.Interrupts {
+			if i.CallID == callID && i.Kind == kind {
+				it = i
+				return true
+			}
+		}
+		return false
+	})
+	return it, err
+}
+
+// decideByUpdate sends approve or reject as an update, bound to the digest.
+func decideByUpdate(ctx context.Context, cl client.Client, id, callID, kind, name, who, reason string) error {
+	it, err := waitPending(ctx, cl, id, callID, kind)
+	if err != nil {
+		return err
+	}
+	h, err := cl.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name,
+		Args:         []any{workflows.DecisionInput{CallID: callID, Approver: who, Reason: reason, ArgsDigest: it.ArgsDigest, Kind: it.Kind}},
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return err
+	}
+	var res workflows.DecisionResult
+	return h.Get(ctx, &res)
+}
+
+// decideBySignal sends approve or reject as a signal (as the stock temporal
+// CLI would) and waits until the run has taken it.
+func decideBySignal(ctx context.Context, cl client.Client, id, callID, kind, name, who, reason string) error {
+	it, err := waitPending(ctx, cl, id, callID, kind)
+	if err != nil {
+		return err
+	}
+	if err := cl.SignalWorkflow(ctx, id, "", name, workflows.DecisionInput{CallID: callID, Approver: who, Reason: reason, Kind: it.Kind}); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package replay_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// histories are the recorded fixtures (go run ./testsuite/histories/record).
+const histories = "../histories"
+
+// flows are the fixtures that must be there: one per recorded flow.
+var flows = []string{
+	"cache_hit", "approve", "reject", "expire", "deny", "interrupt", "retry_fallback",
+	"parallel", "continue_as_new_first", "continue_as_new_last", "message", "support_planner",
+}
+
+func historyFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(histories, "*.json"))
+	require.NoError(t, err)
+	for _, f := range flows {
+		require.FileExists(t, filepath.Join(histories, f+".json"))
+	}
+	return files
+}
+
+// TestHistoriesReplay: every recorded history replays against the current
+// AgentRun. A failure here means a change to the workflow code would break
+// runs in flight: guard it with workflow.GetVersion.
+func TestHistoriesReplay(t *testing.T) {
+	historyFiles(t)
+	require.NoError(t, replay.Dir(histories))
+}
+
+// TestFileWithAgentRun: FileWith with the current AgentRun is File.
+func TestFileWithAgentRun(t *testing.T) {
+	for _, f := range historyFiles(t) {
+		require.NoError(t, replay.FileWith(f, workflows.AgentRun), f)
+	}
+}
+
+// extraStep is an incompatible change: a timer before everything AgentRun
+// does. Runs recorded without it cannot replay.
+func extraStep(ctx workflow.Context, in workflows.RunInput) (workflows.RunResult, error) {
+	if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+		return workflows.RunResult{}, err
+	}
+	return workflows.AgentRun(ctx, in)
+}
+
+// extraStepVersioned is the same change made safely: runs recorded before it
+// take the DefaultVersion branch (no timer) on replay; new runs get the timer.
+func extraStepVersioned(ctx workflow.Context, in workflows.RunInput) (workflows.RunResult, error) {
+	if workflow.GetVersion(ctx, "extra-step", workflow.DefaultVersion, 1) == 1 {
+		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+			return workflows.RunResult{}, err
+		}
+	}
+	return workflows.AgentRun(ctx, in)
+}
+
+// extraLocalActivity is another incompatible change: an extra local activity first.
+func extraLocalActivity(ctx workflow.Context, in workflows.RunInput) (workflows.RunResult, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Second})
+	if err := workflow.ExecuteLocalActivity(lctx, func() (string, error) { return "extra", nil }).Get(lctx, nil); err != nil {
+		return workflows.RunResult{}, err
+	}
+	return workflows.AgentRun(ctx, in)
+}
+
+// nondeterminism is the code the SDK gives every nondeterminism error
+// ("[TMPRL1100] nondeterministic workflow: …", "[TMPRL1100] code executed
+// local activity …, but history event found …", "[TMPRL1100] lookup failed
+// for scheduledEventID …"): which message comes depends on where the replay
+// first diverges from the history.
+const nondeterminism = "[TMPRL1100]"
+
+// TestIncompatibleChangeIsCaught: every recorded history fails to replay
+// against AgentRun with an unversioned extra step, and the error says why.
+func TestIncompatibleChangeIsCaught(t *testing.T) {
+	for name, wf := range map[string]any{"timer": extraStep, "local activity": extraLocalActivity} {
+		t.Run(name, func(t *testing.T) {
+			for _, f := range historyFiles(t) {
+				err := replay.FileWith(f, wf)
+				require.Error(t, err, "%s replayed against an incompatible change", f)
+				require.Contains(t, err.Error(), nondeterminism, f)
+				t.Logf("%s: %v", filepath.Base(f), err)
+				require.Contains(t, err.Error(), filepath.Base(f), "the error names the file")
+			}
+			err := replay.DirWith(histories, wf)
+			require.Error(t, err)
+			require.Equal(t, len(historyFiles(t)), strings.Count(err.Error(), nondeterminism),
+				"DirWith reports every failing history: %v", err)
+		})
+	}
+}
+
+// TestVersionedChangeReplays: the same change behind workflow.GetVersion
+// replays every recorded history.
+func TestVersionedChangeReplays(t *testing.T) {
+	historyFiles(t)
+	require.NoError(t, replay.DirWith(histories, extraStepVersioned))
+}
