@@ -515,9 +515,9 @@ func decide(msg oai.ChatCompletionMessage, tools []plan.ToolInfo, logger tlog.Lo
 			calls = append(calls, rawCall{tc.Function.Name, args})
 		}
 	}
-	if len(calls) == 0 && msg.FunctionCall.Name != "" {
-		// The deprecated single function_call, still sent by some servers.
-		calls = append(calls, rawCall{msg.FunctionCall.Name, msg.FunctionCall.Arguments})
+	//lint:ignore SA1019 the deprecated single function_call is still sent by some local servers
+	if fc := msg.FunctionCall; len(calls) == 0 && fc.Name != "" {
+		calls = append(calls, rawCall{fc.Name, fc.Arguments})
 	}
 
 	if len(calls) > 0 {

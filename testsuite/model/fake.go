@@ -319,7 +319,7 @@ func completion(model string, body []byte, reply Reply) []byte {
 			msg.ToolCalls = append(msg.ToolCalls, wireToolCall{
 				ID:       "call_" + digest(body, fmt.Sprintf("call-%d", i), 24),
 				Type:     "function",
-				Function: wireFunction{Name: c.Name, Arguments: c.Arguments},
+				Function: wireFunction(c),
 			})
 			completionText += c.Name + c.Arguments
 		}
