@@ -38,10 +38,10 @@ type Booking struct {
 
 // bookHotel declares and implements book_hotel. The compliance check runs
 // first, before anything is read or written: input that looks like SQL
-// injection, in a call without an approval, is returned as an interrupt
-// (tool.Interrupt) for a reviewer, and nothing is written. A call with an
-// approval books, keyed by its idempotency key, so a re-run returns the same
-// booking.
+// injection is returned as an interrupt (tool.Interrupt) for a reviewer, and
+// nothing is written — unless a human approved that interrupt
+// (tool.InterruptApproved; an approval at the gate does not count). Bookings
+// are keyed by the idempotency key, so a re-run returns the same booking.
 func (d *Desk) bookHotel() tool.Tool {
 	return tool.New(tool.Spec{
 		Name: "book_hotel",
