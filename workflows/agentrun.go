@@ -43,9 +43,11 @@ type run struct {
 	blockedOn *tool.ConfirmationRequired
 	refused   []Refusal
 
-	// decisionKinds: a decision must name the kind of pause it answers
-	// (versioned: see versionDecisionKind).
-	decisionKinds bool
+	// version is this run's rules version (see versionChangeID).
+	version workflow.Version
+	// lenSeen and localSince estimate the history length between workflow
+	// tasks (see historyLength).
+	lenSeen, localSince int
 
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }
@@ -53,11 +55,22 @@ type run struct {
 	shown   string // last status published to search attributes / details
 }
 
-// Change ids for workflow.GetVersion: each names a change to AgentRun that
-// would otherwise break the replay of runs started before it.
+// versionChangeID is the workflow.GetVersion change id of AgentRun's rules.
+// Each version is a change that would otherwise break the replay of runs
+// started before it (testsuite/histories keeps a history of each):
+//
+//	DefaultVersion  the first release
+//	1               a decision for a tool's own interrupt must say kind "interrupt"
+//	2               an approval's timeout timer is cancelled once the call is decided
 const (
-	// versionDecisionKind: a decision for a tool's own interrupt must say kind "interrupt".
-	versionDecisionKind = "decision-kind"
+	versionChangeID = "decision-kind"
+	versionCurrent  = 2
+)
+
+// Versions of versionChangeID.
+const (
+	versionDecisionKind workflow.Version = 1
+	versionCancelTimers workflow.Version = 2
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -93,9 +106,8 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	}
 	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
 		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
-	// Runs started before decisions carried a kind keep the old rule, so
-	// their histories replay unchanged (testsuite/histories/interrupt.json).
-	r.decisionKinds = workflow.GetVersion(ctx, versionDecisionKind, workflow.DefaultVersion, 1) >= 1
+	// Runs started under older rules keep them, so their histories replay unchanged.
+	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
 	c := in.Carry
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
@@ -153,6 +165,9 @@ func withDefaults(in RunInput) RunInput {
 	}
 	if in.MemoBytes <= 0 {
 		in.MemoBytes = DefaultMemoBytes
+	}
+	if in.HistoryLimit <= 0 {
+		in.HistoryLimit = DefaultHistoryLimit
 	}
 	return in
 }
@@ -229,6 +244,7 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 		})
 		err = workflow.ExecuteLocalActivity(lctx, plan.ActivityName(cfg.Kind), req).Get(lctx, &d)
+		r.localSince++
 	} else {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			ActivityID:          fmt.Sprintf("plan-%d", r.steps+1),
@@ -307,8 +323,9 @@ func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
 	return outs
 }
 
-// record appends one event to the trace (the trace keeps its last TraceKeep
-// records) and counts it: toolgate_<status>, and toolgate_retry for the extra
+// record appends one event to the trace (the trace keeps at least its last
+// TraceKeep records, trimming in chunks so a long run does not copy the trace
+// on every call) and counts it: toolgate_<status>, and toolgate_retry for the extra
 // attempts a call took. The SDK's metrics handler emits nothing on replay.
 func (r *run) record(c tool.Call, rec TraceRecord) {
 	m := r.metrics.WithTags(map[string]string{"tool": c.Tool})
@@ -319,7 +336,8 @@ func (r *run) record(c tool.Call, rec TraceRecord) {
 	r.traceSeq++
 	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.traceSeq, r.turn, c.ID, c.Tool, c.Args, r.now()
 	r.trace = append(r.trace, rec)
-	if over := len(r.trace) - TraceKeep; over > 0 {
+	if len(r.trace) >= 2*TraceKeep {
+		over := len(r.trace) - TraceKeep
 		r.trace = append([]TraceRecord(nil), r.trace[over:]...)
 		r.traceDropped += over
 	}

@@ -380,3 +380,15 @@ func TestPlannerThatNeverAnswersStopsAtMaxTurns(t *testing.T) {
 	require.Contains(t, res.Error, "max_turns (3 steps)")
 	require.Len(t, res.Trace, 3)
 }
+
+// A decided call cancels its approval timer: nothing is left to fire (and
+// wake the run, and grow its history) when the timeout would have passed.
+func TestApprovalCancelsItsTimer(t *testing.T) {
+	f := newFixture(t)
+	var cancelled int
+	f.env.SetOnTimerCanceledListener(func(timerID string) { cancelled++ })
+	f.at(time.Minute, func() { f.approve("c-1") })
+	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
+	require.Equal(t, workflows.StatusCompleted, res.Status)
+	require.Equal(t, 1, cancelled, "the approval timer was cancelled")
+}

@@ -106,7 +106,7 @@ type RunInput struct {
 	// IdleTimeout ends a session that got no message for this long (default 24h).
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// HistoryLimit continues the run as new once its history has this many
-	// events (0: only when Temporal suggests it).
+	// events (default DefaultHistoryLimit), or earlier when Temporal suggests it.
 	HistoryLimit int `json:"history_limit,omitempty"`
 	// MemoEntries and MemoBytes bound the memo (defaults 256 entries, 1 MiB).
 	MemoEntries int `json:"memo_entries,omitempty"`
@@ -123,10 +123,13 @@ const (
 	DefaultMaxTurns        = 20
 	DefaultMemoEntries     = 256
 	DefaultMemoBytes       = 1 << 20
+	// DefaultHistoryLimit keeps every run of a long session under Temporal's
+	// 10,240-event warning, whatever the server suggests.
+	DefaultHistoryLimit = 8000
 	// MaxCallsPerStep bounds the calls one planner step may propose.
 	MaxCallsPerStep = 64
-	// TraceKeep is how many trace records a run keeps (and carries over);
-	// older ones are counted in state but dropped.
+	// TraceKeep is how many trace records a run keeps at least (and carries
+	// over); older ones are counted in state (trace_dropped) but dropped.
 	TraceKeep = 1000
 	// TranscriptKeep is how many transcript entries a planner is shown.
 	TranscriptKeep = 200

@@ -37,7 +37,7 @@ func (r *run) pause(ctx workflow.Context, c tool.Call, kind, reason string) (*to
 		Kind: kind, Reason: reason, RequestedAt: now, ExpiresAt: now.Add(timeout)}}
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
-	decided, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return p.decided })
+	decided, err := r.awaitDecision(ctx, p, timeout)
 	r.dropPending(p)
 	r.publish(ctx)
 	switch {
@@ -54,6 +54,20 @@ func (r *run) pause(ctx workflow.Context, c tool.Call, kind, reason string) (*to
 		r.record(c, TraceRecord{Status: TraceApproved, Approver: p.approval.Approver, Reason: p.approval.Note})
 		return p.approval, nil
 	}
+}
+
+// awaitDecision waits until p is decided or timeout passes, and reports
+// whether it was decided. Its timer is cancelled when the decision comes
+// first, so a decided call leaves no timer to fire (and wake the run) later.
+func (r *run) awaitDecision(ctx workflow.Context, p *pending, timeout time.Duration) (bool, error) {
+	if r.version < versionCancelTimers {
+		return workflow.AwaitWithTimeout(ctx, timeout, func() bool { return p.decided })
+	}
+	tctx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	timer := workflow.NewTimer(tctx, timeout)
+	err := workflow.Await(ctx, func() bool { return p.decided || timer.IsReady() })
+	return p.decided, err
 }
 
 func (r *run) dropPending(p *pending) {
@@ -78,7 +92,7 @@ func (r *run) validateDecision(in DecisionInput) (*pending, error) {
 			return nil, fmt.Errorf("args_digest %q does not match call %s (%s %s, digest %s): the decision was made for other arguments",
 				in.ArgsDigest, p.CallID, p.Tool, p.CallArgs, p.ArgsDigest)
 		}
-		if kind := in.Kind; r.decisionKinds && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
+		if kind := in.Kind; r.version >= versionDecisionKind && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
 			if p.Kind == KindInterrupt {
 				return nil, fmt.Errorf("call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
 					p.CallID, p.Tool, p.Reason)

@@ -10,9 +10,20 @@ func (r *run) continueAsNewDue(ctx workflow.Context) bool {
 	if r.progress == 0 {
 		return false
 	}
-	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() ||
-		(r.in.HistoryLimit > 0 && info.GetCurrentHistoryLength() >= r.in.HistoryLimit)
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() ||
+		(r.in.HistoryLimit > 0 && r.historyLength(ctx) >= r.in.HistoryLimit)
+}
+
+// historyLength estimates the history's length now. The SDK's count is
+// updated only when a workflow task starts, and fast local activities (tools
+// registered Local, the support planner) can run many in one task, each adding
+// a marker event: count those since the SDK's count last moved.
+func (r *run) historyLength(ctx workflow.Context) int {
+	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
+	if n != r.lenSeen {
+		r.lenSeen, r.localSince = n, 0
+	}
+	return n + r.localSince
 }
 
 // continueAsNew hands the run's state to a new run of the same workflow id:

@@ -169,6 +169,7 @@ func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approv
 			RetryPolicy:         retry,
 		})
 		err := workflow.ExecuteLocalActivity(lctx, spec.Name, req).Get(lctx, &resp)
+		r.localSince++
 		return resp, err
 	}
 	id := c.ID

@@ -26,13 +26,16 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
+                  [--metrics-address HOST:PORT]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
+                  [--search-attributes] [--metrics-address HOST:PORT]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
   toolgate status|next|trace ID [--json]
   toolgate approve ID CALL_ID... [--as NAME] [--note TEXT]
   toolgate reject  ID CALL_ID... --reason TEXT [--as NAME]
   toolgate pending [--json]
   toolgate replay FILE...
+  toolgate bench  [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
 
 --address defaults to $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace to
 $TEMPORAL_NAMESPACE or default, --data to .toolgate/ under the current directory.
@@ -80,6 +83,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
+		"bench": c.bench,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

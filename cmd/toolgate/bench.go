@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/toolgate/toolgate/testsuite/bench"
+)
+
+// bench measures the cost of toolgate's safety side by side with bare
+// Temporal, on an embedded server in this process, and prints the table
+// (BENCHMARKS.md explains every figure).
+func (c *cli) bench(ctx context.Context, args []string) error {
+	fs := c.flags("bench")
+	calls := fs.Int("calls", 50, "calls per run in the calls-per-second comparison")
+	rounds := fs.Int("rounds", 5, "rounds of every timed comparison (figures are their medians)")
+	parallel := fs.Int("parallel", 1, "runs in flight at once on each side of the calls-per-second comparison")
+	mixed := fs.Bool("mixed", false, "run both sides of the calls-per-second comparison at the same time (--parallel runs in all)")
+	hits := fs.Int("hits", 500, "memo hits per run for the repeated-read latency")
+	reruns := fs.Int("reruns", 20, "re-runs per run for the repeated-read latency")
+	sessions := fs.String("session", "1000", "long sessions to run, comma-separated: N calls of echo, or N:local for echo_local (\"none\": skip)")
+	limit := fs.Int("history-limit", 4000, "history_limit of the sessions")
+	replays := fs.Int("replays", 3, "replays of each session run")
+	data := fs.String("data", "", "data directory of the embedded server (default: a temporary directory, removed afterwards)")
+	jsonOut := fs.String("json", "", "also write the raw figures as JSON to this file")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return fmt.Errorf("bench takes no arguments, got %q", pos)
+	}
+	ss, err := bench.ParseSessions(*sessions)
+	if err != nil {
+		return err
+	}
+	var progress io.Writer = c.stderr
+	if *quiet {
+		progress = nil
+	}
+	fmt.Fprintln(c.stderr, "starting the embedded Temporal server and a worker…")
+	env, err := bench.Start(ctx, bench.Options{DataDir: *data})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	report, err := bench.Run(ctx, env, bench.Config{Calls: *calls, Rounds: *rounds, Parallel: *parallel, Mixed: *mixed, Hits: *hits,
+		Reruns: *reruns, Sessions: ss, HistoryLimit: *limit, Replays: *replays, Log: progress})
+	if err != nil {
+		return err
+	}
+	report.Table(c.stdout)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(report, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,435 @@
+// Package bench measures what toolgate's safety costs, side by side with bare
+// Temporal, on the embedded server (real Temporal, SQLite file persistence)
+// in one process: the same server, the same worker, the same activities.
+//
+// The toolgate side is AgentRun with the scripted planner (evaluated in the
+// workflow, no planner activity), so what is compared is the call itself:
+// check, gate, memo, run, trace. The bare side is Bare, a workflow that
+// executes the same activities (same names, same tool.Request input) one
+// after another with nothing around them.
+//
+// `go test -bench . ./testsuite/bench` runs the suite as benchmarks;
+// `toolgate bench` prints it as a table (see BENCHMARKS.md).
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// The benchmark's tools: no-op-ish, so what is measured is the framework
+// around them. Each takes {"n": int} and returns its arguments.
+const (
+	Echo      = "echo"       // a read: non-destructive, a regular activity
+	EchoLocal = "echo_local" // a read registered as a local activity
+	Write     = "write"      // a destructive call: gated
+)
+
+// TaskQueue is the task queue of the benchmark's worker.
+const TaskQueue = "toolgate-bench"
+
+// BareWorkflowName is the workflow type of the bare baseline.
+const BareWorkflowName = "BenchBare"
+
+// argsSchema is the tools' argument schema: AgentRun validates every call
+// against it (part of the cost being measured); Bare does not.
+const argsSchema = `{"type":"object","properties":{"n":{"type":"integer"},"pad":{"type":"string"}},"required":["n"],"additionalProperties":false}`
+
+// Args are the tools' arguments.
+type Args struct {
+	N   int    `json:"n"`
+	Pad string `json:"pad,omitempty"`
+}
+
+// ArgsJSON is the canonical JSON of {"n": n}.
+func ArgsJSON(n int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)) }
+
+func echo(_ context.Context, a Args) (Args, error) { return a, nil }
+
+// Tools are the tools the benchmark's worker registers.
+func Tools() []tool.Tool {
+	return []tool.Tool{
+		tool.New(tool.Spec{Name: Echo, Description: "returns its arguments", Schema: json.RawMessage(argsSchema)}, echo),
+		tool.New(tool.Spec{Name: EchoLocal, Description: "returns its arguments (local activity)", Schema: json.RawMessage(argsSchema), Local: true}, echo),
+		tool.New(tool.Spec{Name: Write, Description: "pretends to write; returns its arguments", Schema: json.RawMessage(argsSchema), Destructive: true}, echo),
+	}
+}
+
+// localTools says which tools run as local activities (Bare follows the same
+// declarations as AgentRun).
+var localTools = func() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range Tools() {
+		m[t.Spec.Name] = t.Spec.Local
+	}
+	return m
+}()
+
+// BareInput is Bare's input: the calls to make, in order.
+type BareInput struct {
+	Calls []tool.Proposal `json:"calls"`
+}
+
+// Bare is the baseline: it executes each call's activity directly, one after
+// another, with the same activity name, the same tool.Request (call id,
+// idempotency key, arguments) and the same retry policy and timeout as
+// AgentRun would use — and no check, gate, memo or trace. It returns the
+// number of calls made.
+func Bare(ctx workflow.Context, in BareInput) (int, error) {
+	wid := workflow.GetInfo(ctx).WorkflowExecution.ID
+	retry := &temporal.RetryPolicy{
+		InitialInterval:    tool.DefaultInitialInterval,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		MaximumAttempts:    tool.DefaultMaxAttempts,
+	}
+	for i, p := range in.Calls {
+		id := fmt.Sprintf("c-%d", i+1)
+		req := tool.Request{CallID: id, IdempotencyKey: tool.IdempotencyKey(wid, id), Args: p.Args}
+		var resp tool.Response
+		var err error
+		if localTools[p.Tool] {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: tool.DefaultTimeout, RetryPolicy: retry})
+			err = workflow.ExecuteLocalActivity(lctx, p.Tool, req).Get(lctx, &resp)
+		} else {
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{ActivityID: id, StartToCloseTimeout: tool.DefaultTimeout, RetryPolicy: retry})
+			err = workflow.ExecuteActivity(actx, p.Tool, req).Get(actx, &resp)
+		}
+		if err != nil {
+			return i, fmt.Errorf("call %s (%s): %w", id, p.Tool, err)
+		}
+	}
+	return len(in.Calls), nil
+}
+
+// Options configure Start.
+type Options struct {
+	// DataDir holds the server's SQLite file. "" means a new temporary
+	// directory, removed by Stop.
+	DataDir string
+	// ServerLog receives the embedded server's logs; nil discards them.
+	ServerLog *slog.Logger
+}
+
+// Env is an embedded Temporal server with one worker that runs both AgentRun
+// (with the benchmark's tools, always_approve allowed, toolgate's search
+// attributes kept current as under `toolgate dev`) and Bare.
+type Env struct {
+	Server  *devserver.Server
+	Client  client.Client
+	DataDir string
+
+	worker   sdkworker.Worker
+	replayer sdkworker.WorkflowReplayer
+	tempDir  bool
+	seq      atomic.Int64
+}
+
+// searchAttributes are the ones `toolgate dev` registers.
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+// quietLogger is the SDK logger of the benchmark: errors only.
+func quietLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+// Start starts the server and the worker. Call Stop when done.
+func Start(ctx context.Context, o Options) (_ *Env, err error) {
+	e := &Env{DataDir: o.DataDir}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	if e.DataDir == "" {
+		if e.DataDir, err = os.MkdirTemp("", "toolgate-bench-"); err != nil {
+			return nil, err
+		}
+		e.tempDir = true
+	}
+	e.Server, err = devserver.Start(ctx, devserver.Options{DataDir: e.DataDir, SearchAttributes: searchAttributes, Logger: o.ServerLog})
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded server: %w", err)
+	}
+	e.Client, err = client.DialContext(ctx, client.Options{HostPort: e.Server.Address(), Namespace: e.Server.Namespace(), Logger: quietLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("dialing the embedded server: %w", err)
+	}
+	w := sdkworker.New(e.Client, TaskQueue, sdkworker.Options{})
+	if err := worker.Register(w, worker.Options{Tools: Tools(), AllowAutoApprove: true, SearchAttributes: true}); err != nil {
+		return nil, err
+	}
+	w.RegisterWorkflowWithOptions(Bare, workflow.RegisterOptions{Name: BareWorkflowName})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("starting the worker: %w", err)
+	}
+	e.worker = w
+	e.replayer = sdkworker.NewWorkflowReplayer()
+	e.replayer.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	e.replayer.RegisterWorkflowWithOptions(Bare, workflow.RegisterOptions{Name: BareWorkflowName})
+	return e, nil
+}
+
+// Stop stops the worker and the server, and removes a temporary data directory.
+func (e *Env) Stop() {
+	if e.worker != nil {
+		e.worker.Stop()
+	}
+	if e.Client != nil {
+		e.Client.Close()
+	}
+	if e.Server != nil {
+		_ = e.Server.Stop()
+	}
+	if e.tempDir {
+		_ = os.RemoveAll(e.DataDir)
+	}
+}
+
+// RunRef names a finished workflow (its first run) and when it ran.
+type RunRef struct {
+	ID, RunID string // the workflow id and the first run's id
+	// Start and End are the server's times of the first run's
+	// WorkflowExecutionStarted event and of the last run's close event.
+	Start, End time.Time
+	// Elapsed is End-Start: the run's duration as the server recorded it.
+	// (Timings use it rather than the client's clock: on the embedded server
+	// the client's long poll for the result now and then returns ~20 s after
+	// the run has closed, which would swamp the figures.)
+	Elapsed time.Duration
+}
+
+// span fills in Start, End and Elapsed from the server's events.
+func (e *Env) span(ctx context.Context, r *RunRef) error {
+	it := e.Client.GetWorkflowHistory(ctx, r.ID, r.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return fmt.Errorf("run %s has no history", r.ID)
+	}
+	first, err := it.Next()
+	if err != nil {
+		return err
+	}
+	it = e.Client.GetWorkflowHistory(ctx, r.ID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	if !it.HasNext() {
+		return fmt.Errorf("run %s has no close event", r.ID)
+	}
+	last, err := it.Next()
+	if err != nil {
+		return err
+	}
+	r.Start, r.End = first.GetEventTime().AsTime(), last.GetEventTime().AsTime()
+	r.Elapsed = r.End.Sub(r.Start)
+	return nil
+}
+
+func (e *Env) newID(kind string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", kind, time.Now().UnixNano(), e.seq.Add(1))
+}
+
+// Agent runs AgentRun to its end (following continue-as-new) and returns its result.
+func (e *Env) Agent(ctx context.Context, in workflows.RunInput) (RunRef, workflows.RunResult, error) {
+	return e.agent(ctx, in, nil)
+}
+
+// agent runs AgentRun; while it runs, during(id, runID) may act on it (approve calls).
+func (e *Env) agent(ctx context.Context, in workflows.RunInput, during func(ctx context.Context, id, runID string) error) (RunRef, workflows.RunResult, error) {
+	var res workflows.RunResult
+	r := RunRef{ID: e.newID("agent")}
+	wr, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.ID, TaskQueue: TaskQueue}, workflows.WorkflowName, in)
+	if err != nil {
+		return r, res, err
+	}
+	r.RunID = wr.GetRunID()
+	errc := make(chan error, 1)
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if during != nil {
+		go func() { errc <- during(dctx, r.ID, r.RunID) }()
+	}
+	if err := wr.Get(ctx, &res); err != nil {
+		return r, res, fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	if during != nil {
+		cancel()
+		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+			return r, res, err
+		}
+	}
+	if res.Status != workflows.StatusCompleted {
+		return r, res, fmt.Errorf("run %s ended %s: %s", r.ID, res.Status, res.Error)
+	}
+	return r, res, e.span(ctx, &r)
+}
+
+// Bare runs the bare baseline over calls.
+func (e *Env) Bare(ctx context.Context, calls []tool.Proposal) (RunRef, error) {
+	r := RunRef{ID: e.newID("bare")}
+	wr, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.ID, TaskQueue: TaskQueue}, BareWorkflowName, BareInput{Calls: calls})
+	if err != nil {
+		return r, err
+	}
+	r.RunID = wr.GetRunID()
+	var n int
+	if err := wr.Get(ctx, &n); err != nil {
+		return r, fmt.Errorf("bare run %s: %w", r.ID, err)
+	}
+	if n != len(calls) {
+		return r, fmt.Errorf("bare run %s made %d of %d calls", r.ID, n, len(calls))
+	}
+	return r, e.span(ctx, &r)
+}
+
+// approveEach approves, one by one as each becomes pending, the calls a
+// human-policy run waits for: it polls the state query and sends the approve
+// signal (or update) as soon as a call waits. Queries add no history events.
+func (e *Env) approveEach(viaUpdate bool) func(ctx context.Context, id, runID string) error {
+	return func(ctx context.Context, id, runID string) error {
+		done := map[string]bool{}
+		for {
+			v, err := e.Client.QueryWorkflow(ctx, id, runID, workflows.QueryState)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("querying %s: %w", id, err)
+			}
+			var s workflows.State
+			if err := v.Get(&s); err != nil {
+				return err
+			}
+			if s.Status != workflows.StatusRunning && s.Status != workflows.StatusWaitingForApproval {
+				return nil
+			}
+			for _, it := range s.Interrupts {
+				if done[it.CallID] {
+					continue
+				}
+				done[it.CallID] = true
+				d := workflows.DecisionInput{CallID: it.CallID, Approver: "bench", ArgsDigest: it.ArgsDigest}
+				if viaUpdate {
+					h, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, RunID: runID,
+						UpdateName: workflows.UpdateApprove, Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted})
+					if err == nil {
+						err = h.Get(ctx, nil)
+					}
+					if err != nil {
+						return fmt.Errorf("approving %s of %s: %w", it.CallID, id, err)
+					}
+				} else if err := e.Client.SignalWorkflow(ctx, id, runID, workflows.SignalApprove, d); err != nil {
+					return fmt.Errorf("approving %s of %s: %w", it.CallID, id, err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// History fetches one run's full history.
+func (e *Env) History(ctx context.Context, id, runID string) (*historypb.History, error) {
+	it := e.Client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s/%s: %w", id, runID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h, nil
+}
+
+// RunHistory is one run of a chain and its history.
+type RunHistory struct {
+	RunID   string
+	History *historypb.History
+}
+
+// Chain fetches the history of every run of a workflow from its first run,
+// following continue-as-new.
+func (e *Env) Chain(ctx context.Context, id, firstRunID string) ([]RunHistory, error) {
+	var out []RunHistory
+	for runID := firstRunID; runID != ""; {
+		h, err := e.History(ctx, id, runID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, RunHistory{RunID: runID, History: h})
+		runID = ""
+		if n := len(h.Events); n > 0 {
+			if can := h.Events[n-1].GetWorkflowExecutionContinuedAsNewEventAttributes(); can != nil {
+				runID = can.GetNewExecutionRunId()
+			}
+		}
+		if len(out) > 10000 {
+			return nil, errors.New("continue-as-new chain longer than 10000 runs")
+		}
+	}
+	return out, nil
+}
+
+// Replay replays one run's history against this build's workflow code and
+// reports how long it took. A non-deterministic history is an error.
+func (e *Env) Replay(id string, rh RunHistory) (time.Duration, error) {
+	start := time.Now()
+	err := e.replayer.ReplayWorkflowHistoryWithOptions(quietLogger(), rh.History,
+		sdkworker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id, RunID: rh.RunID}})
+	return time.Since(start), err
+}
+
+// Calls builds n sequential steps of one call each: tool(n=first), tool(n=first+1), ….
+func Calls(toolName string, first, n int) []tool.Proposal {
+	out := make([]tool.Proposal, n)
+	for i := range out {
+		out[i] = tool.Proposal{Tool: toolName, Args: ArgsJSON(first + i)}
+	}
+	return out
+}
+
+// Repeat builds n calls of tool with the same arguments {"n": arg}.
+func Repeat(toolName string, arg, n int) []tool.Proposal {
+	out := make([]tool.Proposal, n)
+	for i := range out {
+		out[i] = tool.Proposal{Tool: toolName, Args: ArgsJSON(arg)}
+	}
+	return out
+}
+
+// Input is an AgentRun input whose scripted planner proposes calls one per
+// step, in order, then answers.
+func Input(approval string, calls ...[]tool.Proposal) workflows.RunInput {
+	var turns [][]tool.Proposal
+	for _, cs := range calls {
+		for _, c := range cs {
+			turns = append(turns, []tool.Proposal{c})
+		}
+	}
+	return workflows.RunInput{Goal: "bench", Approval: approval,
+		Planner: plan.Config{Kind: plan.KindScripted, Turns: turns, Answer: "done"}, MaxTurns: len(turns) + 1}
+}
