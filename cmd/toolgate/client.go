@@ -61,7 +61,7 @@ func (c *cli) start(ctx context.Context, args []string) error {
 	if !*wait {
 		return nil
 	}
-	res, err := c.follow(ctx, cl, *id, nil)
+	res, err := c.follow(ctx, cl, cn, *id, nil)
 	if err != nil {
 		return err
 	}

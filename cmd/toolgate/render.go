@@ -103,7 +103,9 @@ func printInbox(w io.Writer, items []inboxItem) {
 // follow prints a run's trace as it grows until the run ends. Each time a
 // call starts waiting for a human, it prints the interrupt and calls onWait
 // (nil: only print how to decide).
-func (c *cli) follow(ctx context.Context, cl client.Client, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
+// address and namespace are where the run is, for the instructions printed
+// when nobody decides here.
+func (c *cli) follow(ctx context.Context, cl client.Client, cn *conn, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
 	shown := 0
 	asked := map[string]bool{}
 	for {
@@ -135,7 +137,7 @@ func (c *cli) follow(ctx context.Context, cl client.Client, id string, onWait fu
 			asked[key] = true
 			fmt.Fprintf(c.stdout, "\n%s waits for a human: %s %s — %s\n", it.CallID, it.Tool, it.CallArgs, it.Reason)
 			if onWait == nil {
-				printHowToDecide(c.stdout, id, it)
+				printHowToDecide(c.stdout, cn, id, it)
 				continue
 			}
 			if err := onWait(it); err != nil {
@@ -150,15 +152,16 @@ func (c *cli) follow(ctx context.Context, cl client.Client, id string, onWait fu
 	}
 }
 
-func printHowToDecide(w io.Writer, id string, it workflows.Interrupt) {
+func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt) {
 	kind := ""
 	if it.Kind == workflows.KindInterrupt {
 		kind = `,"kind":"interrupt"`
 	}
+	at := fmt.Sprintf("--address %s --namespace %s", cn.address, cn.namespace)
 	fmt.Fprintf(w, `decide from another shell:
-  toolgate approve %[1]s %[2]s --as NAME
-  toolgate reject  %[1]s %[2]s --reason TEXT --as NAME
+  toolgate approve %[1]s %[2]s --as NAME %[4]s
+  toolgate reject  %[1]s %[2]s --reason TEXT --as NAME %[4]s
 or with the stock temporal CLI:
-  temporal workflow signal --workflow-id %[1]s --name approve --input '{"call_id":"%[2]s","approver":"NAME"%[3]s}'
-`, id, it.CallID, kind)
+  temporal workflow signal %[4]s --workflow-id %[1]s --name approve --input '{"call_id":"%[2]s","approver":"NAME"%[3]s}'
+`, id, it.CallID, kind, at)
 }

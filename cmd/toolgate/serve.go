@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"golang.org/x/term"
 
 	"github.com/toolgate/toolgate/activities/desk"
 	"github.com/toolgate/toolgate/devserver"
@@ -204,7 +205,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
 		decide = nil
 	}
-	res, err := c.follow(ctx, s.client, id, decide)
+	res, err := c.follow(ctx, s.client, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, id, decide)
 	if err != nil {
 		return err
 	}
@@ -251,13 +252,11 @@ func (c *cli) sendAndSay(ctx context.Context, cl client.Client, id, name string,
 	return nil
 }
 
+// isTerminal reports whether r is an interactive terminal (not /dev/null,
+// which is a character device too, nor a pipe or a file).
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // crashAfterCommitEnv names a fault-injection switch for the end-to-end
