@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -55,7 +56,7 @@ func TestFiftyConcurrentRunsEachApprovedInRandomOrder(t *testing.T) {
 
 	// Wait until every run waits for its approval; keep each one's interrupt.
 	interrupts := make([]workflows.Interrupt, n)
-	eventually(t, 60*time.Second, "all 50 runs waiting_for_approval", func() error {
+	testenv.Eventually(t, 60*time.Second, "all 50 runs waiting_for_approval", func() error {
 		var waiting int
 		var last error
 		for i := range n {
@@ -96,7 +97,7 @@ func TestFiftyConcurrentRunsEachApprovedInRandomOrder(t *testing.T) {
 		t.Fatalf("approving run 0 with run 1's digest by update: %+v, %v; want refused for the digest", dec, err)
 	}
 	s.signal(runID(0), workflows.SignalApprove, wrong)
-	eventually(t, waitTimeout, "run 0 recording the refused signal", func() error {
+	testenv.Eventually(t, waitTimeout, "run 0 recording the refused signal", func() error {
 		st, err := s.state(runID(0))
 		if err != nil {
 			return err

@@ -24,16 +24,11 @@ import (
 	"github.com/toolgate/toolgate/activities/desk"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
-
-// searchAttributes are the ones `toolgate dev` registers (cmd/toolgate/serve.go).
-var searchAttributes = map[string]enumspb.IndexedValueType{
-	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-}
 
 // Timeouts of the suite. They bound waits; no test sleeps to assert.
 const (
@@ -41,26 +36,6 @@ const (
 	waitTimeout  = 30 * time.Second // a run reaching a state
 	rpcTimeout   = 15 * time.Second // one client call
 )
-
-// ---------------------------------------------------------------------------
-// Polling
-
-// eventually polls cond until it returns nil or timeout passes, then fails
-// the test with cond's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, still not %s: %v", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval, not an assertion
-	}
-}
 
 // ---------------------------------------------------------------------------
 // Server, client, in-process worker
@@ -93,26 +68,9 @@ func newStack(t *testing.T) *stack {
 func (s *stack) startServer() {
 	t := s.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	began := time.Now()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: s.dataDir, SearchAttributes: searchAttributes})
-	if err != nil {
-		t.Fatalf("starting the embedded server: %v", err)
-	}
-	t.Logf("server up at %s in %v", srv.Address(), time.Since(began).Round(time.Millisecond))
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stopping the server: %v", err)
-		}
-	})
+	srv, c := testenv.StartServer(t, testenv.ServerOptions{DataDir: s.dataDir, Timeout: startTimeout, StrictStop: true,
+		Client: client.Options{Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))}})
 	s.server = srv
-	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(),
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))})
-	if err != nil {
-		t.Fatalf("dialing %s: %v", srv.Address(), err)
-	}
-	t.Cleanup(c.Close)
 	s.client = c
 }
 
@@ -267,7 +225,7 @@ func (s *stack) mustTrace(id string) []workflows.TraceRecord {
 // awaitNext polls the query `next` until it equals want.
 func (s *stack) awaitNext(id string, timeout time.Duration, want ...string) {
 	s.t.Helper()
-	eventually(s.t, timeout, fmt.Sprintf("next of %s = %q", id, want), func() error {
+	testenv.Eventually(s.t, timeout, fmt.Sprintf("next of %s = %q", id, want), func() error {
 		var next []string
 		if err := query(s.client, id, workflows.QueryNext, &next); err != nil {
 			return err
@@ -284,7 +242,7 @@ func (s *stack) awaitNext(id string, timeout time.Duration, want ...string) {
 func (s *stack) awaitStatus(id, status string, turn int, timeout time.Duration) workflows.State {
 	s.t.Helper()
 	var st workflows.State
-	eventually(s.t, timeout, fmt.Sprintf("%s %s (turn %d)", id, status, turn), func() error {
+	testenv.Eventually(s.t, timeout, fmt.Sprintf("%s %s (turn %d)", id, status, turn), func() error {
 		var err error
 		if st, err = s.state(id); err != nil {
 			return err
@@ -492,7 +450,7 @@ func (s *stack) startWorkerProc(name string, env []string, flags ...string) *pro
 		"--data", s.dataDir, "--search-attributes"}, flags...)
 	p := startProc(t, name, env, args...)
 	prefix := fmt.Sprintf("%d@", p.cmd.Process.Pid)
-	eventually(t, startTimeout, name+" polling", func() error {
+	testenv.Eventually(t, startTimeout, name+" polling", func() error {
 		if p.exited() {
 			t.Fatalf("%s exited before polling: %v\n%s", name, p.waitErr, p.out.String())
 		}

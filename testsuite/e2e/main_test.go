@@ -5,15 +5,12 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/testsuite/testenv"
 )
 
 // The toolgate binary, built once by TestMain. The build runs in the
@@ -41,30 +38,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildToolgate builds ./cmd/toolgate of this module into dir.
+// buildToolgate builds the binary into dir and records how long it took.
 func buildToolgate(dir string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("go env GOMOD: not inside a module")
-	}
-	bin := filepath.Join(dir, "toolgate")
-	// -s -w: no symbol tables or DWARF, a much smaller binary that links faster.
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./cmd/toolgate")
-	cmd.Dir = filepath.Dir(gomod)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
 	began := time.Now()
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/toolgate: %w\n%s", err, buf.Bytes())
+	bin, err := testenv.BuildToolgate(dir)
+	if err == nil {
+		buildTook = time.Since(began)
 	}
-	buildTook = time.Since(began)
-	return bin, nil
+	return bin, err
 }
 
 // buildTook is how long building the binary took (logged by the first test

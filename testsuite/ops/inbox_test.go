@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -53,7 +54,7 @@ func visibilityFinds(t *testing.T, cl client.Client, query string, want ...strin
 	t.Helper()
 	slices.Sort(want)
 	var tools map[string][]string
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("visibility finding %q for %s", want, query), func() error {
 		ids, tt, err := list(context.Background(), cl, query)
 		if err != nil {
 			return err
@@ -99,7 +100,7 @@ func pendingCLI(t *testing.T, address string, want ...string) []pendingItem {
 	t.Helper()
 	slices.Sort(want)
 	var items []pendingItem
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("toolgate pending listing %q", want), func() error {
 		res := toolgate(t, "pending", "--json", "--address", address)
 		if res.code != 0 {
 			return fmt.Errorf("toolgate pending: exit %d: %s", res.code, res.stderr)
@@ -126,8 +127,7 @@ func pendingCLI(t *testing.T, address string, want ...string) []pendingItem {
 // show exactly the two waiting runs and what they wait for; approving one with
 // `toolgate approve` takes it out of the inbox and lets it finish.
 func TestInboxAcrossRuns(t *testing.T) {
-	srv := startServer(t)
-	cl := dial(t, srv, nil)
+	srv, cl := startServer(t, nil)
 	startWorker(t, cl, true)
 	ctx := context.Background()
 

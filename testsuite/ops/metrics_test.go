@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -79,7 +80,7 @@ var absent = []string{"toolgate_rejected_total", "toolgate_expired_total", "tool
 func metricsShow(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	var families map[string]*dto.MetricFamily
-	eventually(t, 15*time.Second, func() error {
+	testenv.Eventually(t, 15*time.Second, url+" showing the walk-through's counts", func() error {
 		var err error
 		if families, err = scrape(url); err != nil {
 			return err
@@ -108,12 +109,11 @@ func metricsShow(t *testing.T, url string) map[string]*dto.MetricFamily {
 // A run replayed from its history (the worker's cache purged before the
 // approval) counts nothing twice.
 func TestWorkerMetrics(t *testing.T) {
-	srv := startServer(t)
 	m, err := worker.Metrics("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Stop(context.Background())) })
 	require.Equal(t, "http://"+m.Address()+"/metrics", m.URL())
-	cl := dial(t, srv, m.Handler())
+	_, cl := startServer(t, m.Handler())
 	startWorker(t, cl, false)
 
 	wr := startRun(t, cl, "metrics-seed", seedRun())
@@ -162,7 +162,7 @@ func walkThrough(t *testing.T, address, id string) {
 	t.Helper()
 	res := toolgate(t, "run", "--id", id, "--plan", writePlan(t), "--address", address)
 	require.Equal(t, 0, res.code, res.stderr)
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, id+" waiting at the gate for close_ticket", func() error {
 		res := toolgate(t, "next", id, "--address", address)
 		if strings.TrimSpace(res.stdout) != "gate:close_ticket" {
 			return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
@@ -171,7 +171,7 @@ func walkThrough(t *testing.T, address, id string) {
 	})
 	res = toolgate(t, "approve", id, "c-3", "--as", "alice", "--address", address)
 	require.Equal(t, 0, res.code, res.stderr)
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
 		res := toolgate(t, "status", id, "--address", address)
 		if !strings.Contains(res.stdout, "status: completed") {
 			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
@@ -202,7 +202,7 @@ func TestMetricsAddressFlag(t *testing.T) {
 		require.Error(t, err, "the endpoint stops with the command")
 	})
 	t.Run("worker", func(t *testing.T) {
-		srv := startServer(t)
+		srv, _ := startServer(t, nil)
 		p := startToolgate(t, "worker", "--address", srv.Address(), "--data", t.TempDir(), "--search-attributes", "--metrics-address", "127.0.0.1:0")
 		url := metricsURL(t, p)
 		p.waitLine(t, "worker ready", time.Minute)

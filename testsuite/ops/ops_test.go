@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -54,45 +54,24 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	toolgateBin = filepath.Join(dir, "toolgate")
-	build := exec.Command("go", "build", "-o", toolgateBin, "./cmd/toolgate")
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building toolgate: %v\n%s", err, out)
+	if toolgateBin, err = testenv.BuildToolgate(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "building toolgate: %v\n", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// searchAttributes are toolgate's, as `toolgate dev` registers them.
-var searchAttributes = map[string]enumspb.IndexedValueType{
-	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-}
-
 // startServer starts the embedded server on a temporary directory, with
-// toolgate's search attributes registered, and stops it when the test ends.
-func startServer(t *testing.T) *devserver.Server {
+// toolgate's search attributes registered, and dials a client of it (with
+// metrics, when given); both are stopped when the test ends.
+func startServer(t *testing.T, metrics client.MetricsHandler) (*devserver.Server, client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), Address: "127.0.0.1:0", SearchAttributes: searchAttributes})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Stop() })
-	return srv
+	return testenv.StartServer(t, testenv.ServerOptions{Timeout: 2 * time.Minute,
+		Client: client.Options{Logger: quietLogger(), MetricsHandler: metrics}})
 }
 
 func quietLogger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1})))
-}
-
-// dial connects a client to srv (with metrics, when given), closed when the test ends.
-func dial(t *testing.T, srv *devserver.Server, metrics client.MetricsHandler) client.Client {
-	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(), Logger: quietLogger(), MetricsHandler: metrics})
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	return cl
 }
 
 // startWorker starts toolgate's demo worker (its desk on a temporary
@@ -145,7 +124,7 @@ func result(t *testing.T, wr client.WorkflowRun) workflows.RunResult {
 func waitPending(t *testing.T, cl client.Client, id, callID string) workflows.Interrupt {
 	t.Helper()
 	var it workflows.Interrupt
-	eventually(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("run %s waiting for %s", id, callID), func() error {
 		v, err := cl.QueryWorkflow(context.Background(), id, "", workflows.QueryState)
 		if err != nil {
 			return err
@@ -163,23 +142,6 @@ func waitPending(t *testing.T, cl client.Client, id, callID string) workflows.In
 		return fmt.Errorf("run %s: %s is not waiting (state %+v)", id, callID, st)
 	})
 	return it
-}
-
-// eventually retries f until it succeeds or the time is up (then fails the
-// test with f's last error).
-func eventually(t *testing.T, within time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // cliResult is one finished toolgate command.
