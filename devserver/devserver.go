@@ -11,9 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -292,7 +293,7 @@ func (s *Server) ensureSearchAttributes(ctx context.Context, c client.Client, wa
 	}
 	missing := map[string]enumspb.IndexedValueType{}
 	var conflicts []string
-	for _, name := range sortedKeys(want) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		typ := want[name]
 		have, ok := list.GetCustomAttributes()[name]
 		if !ok {
@@ -318,7 +319,7 @@ func (s *Server) ensureSearchAttributes(ctx context.Context, c client.Client, wa
 	})
 	var exists *serviceerror.AlreadyExists
 	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("devserver: add search attributes %v: %w", sortedKeys(missing), err)
+		return fmt.Errorf("devserver: add search attributes %v: %w", slices.Sorted(maps.Keys(missing)), err)
 	}
 	return nil
 }
@@ -390,13 +391,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -141,7 +141,13 @@ func (c *cli) quietLogger() sdklog.Logger {
 
 // dial connects to the Temporal server, saying what to do when there is none.
 func (c *cli) dial(ctx context.Context, cn *conn) (client.Client, error) {
-	cl, err := client.DialContext(ctx, client.Options{HostPort: cn.address, Namespace: cn.namespace, Logger: c.quietLogger()})
+	return c.dialWith(ctx, cn, nil)
+}
+
+// dialWith is dial, with the SDK's metrics (and those of the runs of a worker
+// on this client) going to metrics; nil: no metrics.
+func (c *cli) dialWith(ctx context.Context, cn *conn, metrics client.MetricsHandler) (client.Client, error) {
+	cl, err := client.DialContext(ctx, client.Options{HostPort: cn.address, Namespace: cn.namespace, Logger: c.quietLogger(), MetricsHandler: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("no Temporal server answers at %s (namespace %s): start one with `toolgate dev`, or point --address / TEMPORAL_ADDRESS at yours: %w",
 			cn.address, cn.namespace, err)

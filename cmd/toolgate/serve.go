@@ -106,17 +106,13 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
-	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
-	metricsAddr := metricsFlag(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	m, err := c.startMetrics(*metricsAddr)
+	sv := servingFlags(fs)
+	m, err := c.parseServing(fs, args, sv)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics(m)
-	s, err := c.up(ctx, *data, *address, *ui, *namespace, *allowAuto, m.Handler())
+	s, err := c.up(ctx, *data, *address, *ui, *namespace, *sv.allowAuto, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -136,13 +132,9 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	cn := c.connFlags(fs)
 	tq := taskQueueFlag(fs)
 	data := dataFlag(fs)
-	allowAuto := fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve")
 	searchAttrs := fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current")
-	metricsAddr := metricsFlag(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	m, err := c.startMetrics(*metricsAddr)
+	sv := servingFlags(fs)
+	m, err := c.parseServing(fs, args, sv)
 	if err != nil {
 		return err
 	}
@@ -160,7 +152,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	if tool := os.Getenv(crashAfterCommitEnv); tool != "" {
 		d.FailAfterCommit = crashAfterCommit(tool)
 	}
-	opts.AllowAutoApprove = *allowAuto
+	opts.AllowAutoApprove = *sv.allowAuto
 	opts.SearchAttributes = *searchAttrs
 	w, err := worker.Start(cl, *tq, opts)
 	if err != nil {
@@ -275,8 +267,26 @@ func crashAfterCommit(toolName string) func(string) error {
 	}
 }
 
-func metricsFlag(fs *flag.FlagSet) *string {
-	return fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)")
+// serving holds the flags dev and worker share.
+type serving struct {
+	allowAuto   *bool
+	metricsAddr *string
+}
+
+func servingFlags(fs *flag.FlagSet) serving {
+	return serving{
+		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
+		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
+	}
+}
+
+// parseServing parses args and starts the metrics endpoint if one was asked
+// for (nil otherwise); stop it with stopMetrics.
+func (c *cli) parseServing(fs *flag.FlagSet, args []string, sv serving) (*worker.Prometheus, error) {
+	if _, err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	return c.startMetrics(*sv.metricsAddr)
 }
 
 // startMetrics serves Prometheus metrics at addr and says where; "" serves
@@ -297,17 +307,4 @@ func stopMetrics(m *worker.Prometheus) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = m.Stop(ctx)
-}
-
-// dialWith is dial, with the SDK's metrics (and those of the runs of a worker
-// on this client) going to metrics; nil: no metrics.
-func (c *cli) dialWith(ctx context.Context, cn *conn, metrics client.MetricsHandler) (client.Client, error) {
-	if metrics == nil {
-		return c.dial(ctx, cn)
-	}
-	cl, err := client.DialContext(ctx, client.Options{HostPort: cn.address, Namespace: cn.namespace, Logger: c.quietLogger(), MetricsHandler: metrics})
-	if err != nil {
-		return nil, fmt.Errorf("no Temporal server answers at %s (namespace %s): %w", cn.address, cn.namespace, err)
-	}
-	return cl, nil
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -112,15 +111,8 @@ func ThroughputRound(ctx context.Context, e *Env, calls, parallel int, agentFirs
 	}
 	n := calls * parallel
 	rd.Agent, rd.Bare = float64(n)/da.Seconds(), float64(n)/db.Seconds()
-	if rd.AgentTask, err = e.taskTime(ctx, ra); err != nil {
-		return rd, err
-	}
-	if rd.BareTask, err = e.taskTime(ctx, rb); err != nil {
-		return rd, err
-	}
-	rd.AgentTask /= time.Duration(n)
-	rd.BareTask /= time.Duration(n)
-	return rd, nil
+	err = e.taskTimePerCall(ctx, &rd, ra, rb, n)
+	return rd, err
 }
 
 // MixedRound runs parallel/2 AgentRuns and parallel/2 Bare runs of the same
@@ -163,16 +155,23 @@ func MixedRound(ctx context.Context, e *Env, calls, parallel int) (Round, error)
 	}
 	n := calls * half
 	rd.Agent, rd.Bare = float64(n)/median(ra).Seconds(), float64(n)/median(rb).Seconds()
+	err := e.taskTimePerCall(ctx, &rd, ra, rb, n)
+	return rd, err
+}
+
+// taskTimePerCall sets rd's workflow-task time per call of each side, over
+// the n calls each side made.
+func (e *Env) taskTimePerCall(ctx context.Context, rd *Round, ra, rb []RunRef, n int) error {
 	var err error
 	if rd.AgentTask, err = e.taskTime(ctx, ra); err != nil {
-		return rd, err
+		return err
 	}
 	if rd.BareTask, err = e.taskTime(ctx, rb); err != nil {
-		return rd, err
+		return err
 	}
 	rd.AgentTask /= time.Duration(n)
 	rd.BareTask /= time.Duration(n)
-	return rd, nil
+	return nil
 }
 
 // taskTime sums the workflow-task time of the runs.
@@ -615,14 +614,4 @@ func logf(w io.Writer, format string, args ...any) {
 	if w != nil {
 		fmt.Fprintf(w, format+"\n", args...)
 	}
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
