@@ -110,8 +110,13 @@ var canonPool = sync.Pool{New: func() any { return new(canonicalizer) }}
 // canonicalize runs a pooled canonicalizer over raw. On success the caller
 // reads c.out and must call c.release.
 func canonicalize(raw []byte) (*canonicalizer, error) {
-	if len(raw) > maxCanonicalInput {
-		return nil, fmt.Errorf("canonical JSON: input is %d bytes, more than the %d allowed", len(raw), maxCanonicalInput)
+	return canonicalizeUpTo(raw, maxCanonicalInput)
+}
+
+// canonicalizeUpTo is canonicalize with another bound on the input's size.
+func canonicalizeUpTo(raw []byte, limit int) (*canonicalizer, error) {
+	if len(raw) > limit {
+		return nil, fmt.Errorf("canonical JSON: input is %d bytes, more than the %d allowed", len(raw), limit)
 	}
 	c := canonPool.Get().(*canonicalizer)
 	c.in, c.pos = raw, 0

@@ -1,0 +1,59 @@
+// Package private keeps the files that hold what runs did (histories,
+// arguments, results, approvals) readable by their owner only: directories
+// 0700, files 0600.
+package private
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Dir creates the directory at path (and its missing parents) 0700.
+func Dir(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return nil
+}
+
+// sqliteSuffixes name a database file and the files SQLite keeps beside it.
+var sqliteSuffixes = []string{"", "-journal", "-wal", "-shm"}
+
+// SQLite prepares the SQLite database file at path: created empty 0600 if it
+// is missing (SQLite would create it 0644, and gives the -journal, -wal and
+// -shm files the database file's mode), and, with the files beside it, made
+// private if an older toolgate left it readable by others.
+func SQLite(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	for _, suffix := range sqliteSuffixes {
+		if err := Restrict(path + suffix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restrict takes every permission of group and others from the file at path,
+// if there is one.
+func Restrict(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(path, perm&^0o077); err != nil {
+			return fmt.Errorf("making %s private: %w", path, err)
+		}
+	}
+	return nil
+}
