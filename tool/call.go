@@ -51,9 +51,10 @@ func InterruptApproved(ctx context.Context) bool {
 type Request struct {
 	// CallID is the run's id for this call ("c-3").
 	CallID string `json:"call_id"`
-	// IdempotencyKey is derived from the workflow id and the call id; it is the
-	// same on every attempt, after a worker crash and after a resume, so a side
-	// effect keyed by it happens once.
+	// IdempotencyKey is derived from the workflow id, the run chain and the
+	// call id; it is the same on every attempt, after a worker crash, a resume,
+	// continue-as-new and an operator's reset, so a side effect keyed by it
+	// happens once; a new run under a reused workflow id gets new keys.
 	IdempotencyKey string `json:"idempotency_key"`
 	// Args are the call's exact arguments.
 	Args json.RawMessage `json:"args"`
@@ -62,9 +63,16 @@ type Request struct {
 	Approval *Approval `json:"approval,omitempty"`
 }
 
-// IdempotencyKey derives a call's idempotency key from the workflow id and the call id.
-func IdempotencyKey(workflowID, callID string) string {
-	return workflowID + "/" + callID
+// IdempotencyKey derives a call's idempotency key: workflowID/chainID/callID.
+// chainID is the run id of the chain's first run (Temporal's
+// firstExecutionRunId), which continue-as-new, retries and resets keep and a
+// new start under the same workflow id does not. Runs started before rules
+// version 3 pass "" and keep the key workflowID/callID they started with.
+func IdempotencyKey(workflowID, chainID, callID string) string {
+	if chainID == "" {
+		return workflowID + "/" + callID
+	}
+	return workflowID + "/" + chainID + "/" + callID
 }
 
 // Response is what a tool's activity returns.

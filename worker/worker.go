@@ -90,6 +90,21 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// describeChain is the chain activity: it asks the server which workflow type
+// and task queue the run a continued run came from had.
+func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.ChainInfo, error) {
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return workflows.ChainInfo{}, errors.New("no Temporal client in this activity's context")
+	}
+	resp, err := c.DescribeWorkflowExecution(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return workflows.ChainInfo{}, fmt.Errorf("describing run %s of %s: %w", req.RunID, req.WorkflowID, err)
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue()}, nil
+}
+
 // Register registers AgentRun, the config activity, every tool and every
 // planner on r.
 func Register(r Registry, o Options) error {
@@ -100,6 +115,7 @@ func Register(r Registry, o Options) error {
 	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
+	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
 	for _, t := range o.Tools {
 		r.RegisterActivityWithOptions(t.Run, activity.RegisterOptions{Name: t.Spec.Name})
 	}

@@ -5,6 +5,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,7 +30,9 @@ type run struct {
 	memo                          *memo
 	transcript                    []plan.Entry
 	trace                         []TraceRecord
+	traceSizes                    []int // JSON size of each kept trace record
 	traceSeq, traceDropped        int
+	traceBytes                    int // sum of traceSizes
 
 	pending       []*pending // calls waiting for a human, in the order they asked
 	messages      []string   // user messages not yet started as a turn
@@ -62,15 +65,20 @@ type run struct {
 //	DefaultVersion  the first release
 //	1               a decision for a tool's own interrupt must say kind "interrupt"
 //	2               an approval's timeout timer is cancelled once the call is decided
+//	3               the trust boundary: a carry is read only from a run continued
+//	                from an AgentRun on the same task queue; a decision must
+//	                name the args_digest; idempotency keys name the chain's first
+//	                run; arguments over MaxArgsBytes are refused
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 2
+	versionCurrent  = 3
 )
 
 // Versions of versionChangeID.
 const (
 	versionDecisionKind workflow.Version = 1
 	versionCancelTimers workflow.Version = 2
+	versionTrust        workflow.Version = 3
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -109,6 +117,18 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	// Runs started under older rules keep them, so their histories replay unchanged.
 	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
 	c := in.Carry
+	if r.version >= versionTrust {
+		if in.invalid != nil {
+			return nil, errors.New(clip(in.invalid.Error(), MaxTextBytes))
+		}
+		if c != nil && workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
+			return nil, errors.New("carry refused: only a run that continues as new may hand state to the next run " +
+				"(it would set the run's tools, policy switches, memo, trace and counters); start the run without it")
+		}
+		r.in.MemoBytes, r.in.MemoEntries = min(in.MemoBytes, MaxMemoBytes), min(in.MemoEntries, MaxMemoEntries)
+		r.in.HistoryLimit = min(in.HistoryLimit, MaxHistoryLimit)
+		in = r.in
+	}
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
 	}
@@ -116,7 +136,10 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	r.turn, r.steps, r.turnSteps, r.calls = c.Turn, c.Steps, c.TurnSteps, c.Calls
 	r.memo = newMemo(in.MemoEntries, in.MemoBytes, c.Memo)
 	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
-	r.transcript, r.trace, r.traceSeq, r.traceDropped = c.Transcript, c.Trace, c.TraceSeq, c.TraceDropped
+	r.transcript, r.traceSeq, r.traceDropped = c.Transcript, c.TraceSeq, c.TraceDropped
+	for _, rec := range c.Trace {
+		r.appendTrace(rec)
+	}
 	r.messages, r.ended, r.awaitingInput, r.idleSince = c.Messages, c.Ended, c.AwaitingInput, c.IdleSince
 	r.answer, r.refused = c.Answer, c.Refused
 	return r, nil
@@ -127,10 +150,14 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 // history keeps (a later change on the worker never changes what this run is
 // held to) — and checks the input against them.
 func (r *run) configure(ctx workflow.Context) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	if r.in.Carry == nil {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.cfg); err != nil {
 			return fmt.Errorf("loading the worker's tools: %w", err)
+		}
+	} else if r.version >= versionTrust {
+		if err := r.checkChain(lctx); err != nil {
+			return err
 		}
 	}
 	if r.policy == PolicyAlwaysApprove && !r.cfg.AllowAutoApprove {
@@ -144,6 +171,24 @@ func (r *run) configure(ctx workflow.Context) error {
 		r.specs[s.Name] = s
 	}
 	r.tools = newValidator(r.specs)
+	return nil
+}
+
+// checkChain makes sure the carry was written by this workflow's own code: the
+// run it was continued from must be an AgentRun on this task queue. (A client
+// cannot start a run "continued"; but a workflow of its own, on its own task
+// queue, could continue as new into AgentRun with any input.)
+func (r *run) checkChain(lctx workflow.Context) error {
+	info := workflow.GetInfo(lctx)
+	req := ChainRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.ContinuedExecutionRunID}
+	var prev ChainInfo
+	if err := workflow.ExecuteLocalActivity(lctx, ChainActivity, req).Get(lctx, &prev); err != nil {
+		return fmt.Errorf("carry refused: cannot tell which run it came from (%s): %w", req.RunID, err)
+	}
+	if prev.WorkflowType != WorkflowName || prev.TaskQueue != info.TaskQueueName {
+		return fmt.Errorf("carry refused: it came from run %s of workflow type %q on task queue %q; only an %s on task queue %q may hand state to this run",
+			req.RunID, clip(prev.WorkflowType, MaxNameBytes), clip(prev.TaskQueue, MaxNameBytes), WorkflowName, info.TaskQueueName)
+	}
 	return nil
 }
 
@@ -203,8 +248,8 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 		r.turnSteps++
 		r.progress++
 		if len(decision.Calls) == 0 {
-			r.answer = decision.Answer
-			r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleAssistant, Text: decision.Answer})
+			r.answer = clip(decision.Answer, MaxValueBytes)
+			r.addTranscript(plan.Entry{Role: plan.RoleAssistant, Text: decision.Answer})
 			if !r.in.Session {
 				return r.finish(ctx, StatusCompleted)
 			}
@@ -218,7 +263,7 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 			return RunResult{}, ctx.Err()
 		}
 		for i, c := range calls {
-			r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
+			r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
 				Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error})
 		}
 		if r.blockedOn != nil {
@@ -235,7 +280,7 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 	if cfg.Kind == plan.KindScripted {
 		return plan.Scripted(cfg, r.steps), nil
 	}
-	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.transcript, TranscriptKeep), Tools: r.toolInfos(), Step: r.steps, Config: cfg}
+	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.transcript, TranscriptKeep, TranscriptBytes), Tools: r.toolInfos(), Step: r.steps, Config: cfg}
 	var d plan.Decision
 	var err error
 	if cfg.Kind == plan.KindSupport {
@@ -262,17 +307,13 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 	return d, err
 }
 
-// recent keeps the goal and the last n transcript entries, starting the kept
-// tail at a user or assistant entry so no call outcome is cut from its proposal.
-func recent(t []plan.Entry, n int) []plan.Entry {
-	if len(t) <= n {
-		return t
+// addTranscript appends an entry, bounded (clipEntry). The transcript in
+// memory is cut back, in chunks, to what a planner is shown.
+func (r *run) addTranscript(e plan.Entry) {
+	r.transcript = append(r.transcript, clipEntry(e))
+	if len(r.transcript) > 4*TranscriptKeep {
+		r.transcript = recent(r.transcript, TranscriptKeep, TranscriptBytes)
 	}
-	tail := t[len(t)-n+1:]
-	for len(tail) > 0 && tail[0].Role == plan.RoleTool {
-		tail = tail[1:]
-	}
-	return append([]plan.Entry{t[0]}, tail...)
 }
 
 func (r *run) toolInfos() []plan.ToolInfo {
@@ -291,7 +332,7 @@ func (r *run) accept(proposals []tool.Proposal) []tool.Call {
 	for i, p := range proposals {
 		calls[i] = r.newCall(p.Tool, p.Args)
 	}
-	r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleAssistant, Calls: calls})
+	r.addTranscript(plan.Entry{Role: plan.RoleAssistant, Calls: calls})
 	return calls
 }
 
@@ -323,9 +364,8 @@ func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
 	return outs
 }
 
-// record appends one event to the trace (the trace keeps at least its last
-// TraceKeep records, trimming in chunks so a long run does not copy the trace
-// on every call) and counts it: toolgate_<status>, and toolgate_retry for the extra
+// record appends one event to the trace, bounded (clipRecord, appendTrace),
+// and counts it: toolgate_<status>, and toolgate_retry for the extra
 // attempts a call took. The SDK's metrics handler emits nothing on replay.
 func (r *run) record(c tool.Call, rec TraceRecord) {
 	m := r.metrics.WithTags(map[string]string{"tool": c.Tool})
@@ -335,12 +375,7 @@ func (r *run) record(c tool.Call, rec TraceRecord) {
 	}
 	r.traceSeq++
 	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.traceSeq, r.turn, c.ID, c.Tool, c.Args, r.now()
-	r.trace = append(r.trace, rec)
-	if len(r.trace) >= 2*TraceKeep {
-		over := len(r.trace) - TraceKeep
-		r.trace = append([]TraceRecord(nil), r.trace[over:]...)
-		r.traceDropped += over
-	}
+	r.appendTrace(clipRecord(rec))
 }
 
 // waitForInput waits (status waiting_for_input) for the next message, the end
@@ -364,7 +399,7 @@ func (r *run) waitForInput(ctx workflow.Context) bool {
 	r.turn++
 	r.turnSteps = 0
 	r.awaitingInput = false
-	r.transcript = append(r.transcript, plan.Entry{Role: plan.RoleUser, Text: text})
+	r.addTranscript(plan.Entry{Role: plan.RoleUser, Text: text})
 	r.publish(ctx)
 	return true
 }

@@ -32,6 +32,10 @@ const (
 	// ConfigActivity is the local activity a run starts with: it returns the
 	// worker's tool specs and policy switches, and so records them in history.
 	ConfigActivity = "toolgate.config"
+	// ChainActivity is the local activity a continued run starts with: it
+	// describes the run it was continued from, so the carried state is taken
+	// only from an AgentRun on the same task queue.
+	ChainActivity = "toolgate.chain"
 )
 
 // Approval policies (RunInput.approval).
@@ -91,7 +95,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// RunInput starts an AgentRun.
+// RunInput starts an AgentRun. It is decoded strictly (see ParseRunInput): a
+// field it does not have, a key given twice or a value out of range fails the
+// run at once with InvalidInput naming the field, and nothing runs.
 type RunInput struct {
 	Goal    string      `json:"goal"`
 	Planner plan.Config `json:"planner"`
@@ -112,11 +118,92 @@ type RunInput struct {
 	MemoEntries int `json:"memo_entries,omitempty"`
 	MemoBytes   int `json:"memo_bytes,omitempty"`
 
-	// Carry is set by the run itself when it continues as new. Clients leave it empty.
+	// Carry is written only by the run itself when it continues as new, and
+	// read only when the run was continued from an AgentRun on the same task
+	// queue. A start that sets it is refused: it would set the run's tools,
+	// policy switches, memo, trace and counters.
 	Carry *Carry `json:"carry,omitempty"`
+
+	// invalid is what UnmarshalJSON refused; the run reports it when it starts.
+	invalid error
 }
 
-// Defaults for RunInput fields left zero.
+// UnmarshalJSON decodes a RunInput strictly (ParseRunInput). What it refuses
+// is kept and reported when the run starts, as an InvalidInput failure that
+// names the field, so a bad start ends at once instead of failing to decode.
+// The input is then decoded leniently, as before rules version 3, for runs
+// started under older rules (their histories replay unchanged).
+func (in *RunInput) UnmarshalJSON(b []byte) error {
+	parsed, err := ParseRunInput(b)
+	if err != nil {
+		type lenient RunInput // the same fields, without this UnmarshalJSON
+		parsed = RunInput{}
+		_ = json.Unmarshal(b, (*lenient)(&parsed)) // the run fails with err anyway if this fails too
+	}
+	*in = parsed
+	in.invalid = err
+	return nil
+}
+
+// ParseRunInput decodes a RunInput as AgentRun does: no unknown fields, no
+// duplicate keys, at most MaxInputBytes (the carry aside), and every field
+// given explicitly in range (approval_timeout "0s" is refused, not taken for
+// the default). Errors name the field.
+func ParseRunInput(b []byte) (RunInput, error) {
+	type runInput RunInput // the same fields, without this UnmarshalJSON
+	var in runInput
+	if err := tool.DecodeStrict(b, &in); err != nil {
+		return RunInput(in), fmt.Errorf("RunInput: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return RunInput(in), fmt.Errorf("RunInput: want a JSON object: %w", err)
+	}
+	if size := len(b) - len(fields["carry"]); size > MaxInputBytes {
+		return RunInput(in), fmt.Errorf("RunInput is %d bytes: at most %d", size, MaxInputBytes)
+	}
+	out := RunInput(in)
+	return out, out.checkFields(fields)
+}
+
+// checkFields checks the ranges of the fields a start gave explicitly. The
+// input of a continued run was written by the run itself, from an input
+// already checked (under the rules of its day): its values are clamped
+// instead (withDefaults), so a bound lowered later cannot fail a live chain.
+func (in RunInput) checkFields(fields map[string]json.RawMessage) error {
+	if in.Carry != nil {
+		return nil
+	}
+	if len(in.Goal) > MaxGoalBytes {
+		return fmt.Errorf("goal is %d bytes: at most %d", len(in.Goal), MaxGoalBytes)
+	}
+	positive := []struct {
+		name  string
+		value int64
+		max   int64
+		unit  string
+	}{
+		{"approval_timeout", int64(in.ApprovalTimeout), 0, ""},
+		{"idle_timeout", int64(in.IdleTimeout), 0, ""},
+		{"max_turns", int64(in.MaxTurns), 0, ""},
+		{"history_limit", int64(in.HistoryLimit), MaxHistoryLimit, " events"},
+		{"memo_entries", int64(in.MemoEntries), MaxMemoEntries, " entries"},
+		{"memo_bytes", int64(in.MemoBytes), MaxMemoBytes, " bytes"},
+	}
+	for _, f := range positive {
+		raw, given := fields[f.name]
+		switch {
+		case !given:
+		case f.value <= 0:
+			return fmt.Errorf("%s %s: must be positive (leave it out for the default)", f.name, raw)
+		case f.max > 0 && f.value > f.max:
+			return fmt.Errorf("%s %s: at most %d%s", f.name, raw, f.max, f.unit)
+		}
+	}
+	return nil
+}
+
+// Defaults for RunInput fields left out.
 const (
 	DefaultApprovalTimeout = 24 * time.Hour
 	DefaultIdleTimeout     = 24 * time.Hour
@@ -129,10 +216,56 @@ const (
 	// MaxCallsPerStep bounds the calls one planner step may propose.
 	MaxCallsPerStep = 64
 	// TraceKeep is how many trace records a run keeps at least (and carries
-	// over); older ones are counted in state (trace_dropped) but dropped.
+	// over) while they fit in TraceBytes; older ones are counted in state
+	// (trace_dropped) but dropped.
 	TraceKeep = 1000
-	// TranscriptKeep is how many transcript entries a planner is shown.
+	// TranscriptKeep is how many transcript entries a planner is shown (at
+	// most TranscriptBytes of them).
 	TranscriptKeep = 200
+)
+
+// Bounds on every byte a run keeps or carries, so that nothing a client, an
+// operator, the planner or a tool sends can push the run's state, its
+// queries, its result or its continue-as-new past Temporal's payload limit
+// (2 MiB by default) and wedge it.
+const (
+	// MaxInputBytes bounds a RunInput as a client sends it (the carry aside).
+	MaxInputBytes = 1 << 20
+	// MaxGoalBytes bounds the goal.
+	MaxGoalBytes = 16 << 10
+	// MaxArgsBytes bounds one call's arguments (canonical JSON). A larger call
+	// is answered with an error and never reaches the gate.
+	MaxArgsBytes = 16 << 10
+	// MaxValueBytes bounds a result or an answer as the trace, the transcript
+	// and state keep it; a larger one is kept as a marker with its size, its
+	// SHA-256 and its first bytes.
+	MaxValueBytes = 16 << 10
+	// MaxTextBytes bounds a note, a reason, an interrupt's message and an
+	// error as a run keeps them; longer text is cut with a marker.
+	MaxTextBytes = 1 << 10
+	// MaxNameBytes bounds an approver's name and a call id in a decision.
+	MaxNameBytes = 128
+	// MaxMessageBytes bounds one session message; MaxQueuedMessages bounds
+	// the messages waiting for their turn. More are refused.
+	MaxMessageBytes   = 8 << 10
+	MaxQueuedMessages = 16
+	// MaxMemoBytes and MaxMemoEntries bound memo_bytes and memo_entries.
+	MaxMemoBytes   = 1 << 20
+	MaxMemoEntries = 10000
+	// MaxHistoryLimit bounds history_limit, well under Temporal's hard limit
+	// of 51,200 events.
+	MaxHistoryLimit = 40000
+	// TraceBytes bounds the kept trace (and so the trace query and the result).
+	TraceBytes = 512 << 10
+	// TraceFloorBytes of the newest trace records are the last thing a carry
+	// gives up to fit its budget.
+	TraceFloorBytes = 128 << 10
+	// TranscriptBytes bounds the transcript a planner is shown and a run carries.
+	TranscriptBytes = 256 << 10
+	// CarryBudget bounds the input of the next run at continue-as-new; the
+	// oldest trace records go first (down to TraceFloorBytes), then the oldest
+	// transcript entries, then the least recently used memo entries.
+	CarryBudget = 1536 << 10
 )
 
 // DecisionInput is the payload of the approve and reject signals and updates.
@@ -143,8 +276,9 @@ type DecisionInput struct {
 	Note string `json:"note,omitempty"`
 	// Reason (reject) is fed back to the planner.
 	Reason string `json:"reason,omitempty"`
-	// ArgsDigest, when given, must equal the pending interrupt's args_digest:
-	// the decision is then bound to the exact arguments the approver saw.
+	// ArgsDigest must equal the pending interrupt's args_digest (state shows
+	// it): the decision is bound to the exact arguments the approver saw. Runs
+	// started before rules version 3 accept a decision without it.
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Kind must be "interrupt" to decide a call held by the tool's own check
 	// (next shows "interrupt:<tool>"), and may be empty or "gate" for a call
@@ -216,12 +350,17 @@ type State struct {
 	TraceDropped int `json:"trace_dropped,omitempty"`
 }
 
-// Refusal records a decision signal the run refused.
+// Refusal records a signal the run refused: a decision that did not fit, a
+// payload that did not decode, a message it cannot take, a signal it does not
+// know. It keeps the call id, why, and the payload's size and SHA-256 — never
+// the payload itself, so refusals stay small whatever was sent.
 type Refusal struct {
-	Signal string        `json:"signal"`
-	Input  DecisionInput `json:"input"`
-	Error  string        `json:"error"`
-	At     time.Time     `json:"at"`
+	Signal        string    `json:"signal"`
+	CallID        string    `json:"call_id,omitempty"`
+	Error         string    `json:"error"`
+	PayloadBytes  int       `json:"payload_bytes"`
+	PayloadSHA256 string    `json:"payload_sha256"`
+	At            time.Time `json:"at"`
 }
 
 // TraceRecord is one event of the append-only trace.
@@ -261,6 +400,18 @@ type WorkerConfig struct {
 	// SearchAttributes: the namespace has toolgate's search attributes, so the
 	// run keeps them current.
 	SearchAttributes bool `json:"search_attributes"`
+}
+
+// ChainRequest names the run a continued run was continued from.
+type ChainRequest struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+// ChainInfo is what ChainActivity says of that run.
+type ChainInfo struct {
+	WorkflowType string `json:"workflow_type"`
+	TaskQueue    string `json:"task_queue"`
 }
 
 // MetricPrefix starts the name of every counter a run emits: toolgate_ok,

@@ -3,9 +3,11 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -34,7 +36,7 @@ func (r *run) pause(ctx workflow.Context, c tool.Call, kind, reason string) (*to
 	now := r.now()
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	p := &pending{Interrupt: Interrupt{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args, ArgsDigest: digest,
-		Kind: kind, Reason: reason, RequestedAt: now, ExpiresAt: now.Add(timeout)}}
+		Kind: kind, Reason: clip(reason, MaxTextBytes), RequestedAt: now, ExpiresAt: now.Add(timeout)}}
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
 	decided, err := r.awaitDecision(ctx, p, timeout)
@@ -88,24 +90,40 @@ func (r *run) validateDecision(in DecisionInput) (*pending, error) {
 		if p.CallID != in.CallID || p.decided {
 			continue
 		}
+		if in.ArgsDigest == "" && r.version >= versionTrust {
+			return nil, fmt.Errorf("args_digest is required: a decision for call %s (%s) must name the args_digest of the arguments its approver saw (the state query lists it with each interrupt)",
+				p.CallID, p.Tool)
+		}
 		if in.ArgsDigest != "" && in.ArgsDigest != p.ArgsDigest {
-			return nil, fmt.Errorf("args_digest %q does not match call %s (%s %s, digest %s): the decision was made for other arguments",
-				in.ArgsDigest, p.CallID, p.Tool, p.CallArgs, p.ArgsDigest)
+			return nil, fmt.Errorf("args_digest %q does not match call %s (%s %s): the decision was made for other arguments",
+				clip(in.ArgsDigest, 64), p.CallID, p.Tool, clip(string(p.CallArgs), 200))
 		}
 		if kind := in.Kind; r.version >= versionDecisionKind && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
 			if p.Kind == KindInterrupt {
 				return nil, fmt.Errorf("call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
-					p.CallID, p.Tool, p.Reason)
+					p.CallID, p.Tool, clip(p.Reason, 200))
 			}
-			return nil, fmt.Errorf("call %s waits at the gate, not on an interrupt: kind %q does not fit", p.CallID, kind)
+			return nil, fmt.Errorf("call %s waits at the gate, not on an interrupt: kind %q does not fit", p.CallID, clip(kind, 32))
 		}
 		return p, nil
 	}
+	return nil, r.notWaiting(in.CallID)
+}
+
+// notWaiting says why a call id names no call waiting for a decision.
+func (r *run) notWaiting(id string) error {
 	var n int
-	if _, err := fmt.Sscanf(in.CallID, "c-%d", &n); err == nil && n >= 1 && n <= r.calls && fmt.Sprintf("c-%d", n) == in.CallID {
-		return nil, fmt.Errorf("call %s is not waiting for a decision (already decided, or it never needed one)", in.CallID)
+	if _, err := fmt.Sscanf(id, "c-%d", &n); err != nil || n < 1 || fmt.Sprintf("c-%d", n) != id {
+		return fmt.Errorf("call %q is not a call id of this run (they are c-1, c-2, …)", clip(id, MaxNameBytes))
 	}
-	return nil, fmt.Errorf("call %s is unknown to this run (its calls are c-1 … c-%d)", in.CallID, r.calls)
+	switch {
+	case n <= r.calls:
+		return fmt.Errorf("call %s is not waiting for a decision (already decided, or it never needed one)", id)
+	case r.calls == 0:
+		return fmt.Errorf("call %s has not been proposed yet: this run has proposed no call so far", id)
+	default:
+		return fmt.Errorf("call %s has not been proposed yet: this run's calls so far are c-1 … c-%d", id, r.calls)
+	}
 }
 
 // decide applies an approval (approve) or a rejection to a pending call.
@@ -114,32 +132,23 @@ func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
 	if err != nil {
 		return DecisionResult{}, err
 	}
-	approver := strings.TrimSpace(in.Approver)
+	approver := clip(strings.TrimSpace(in.Approver), MaxNameBytes)
 	if approver == "" {
 		approver = "(unnamed)"
 	}
 	p.decided, p.by = true, approver
 	res := DecisionResult{CallID: p.CallID, Tool: p.Tool, Approver: approver}
 	if approve {
-		p.approval = &tool.Approval{Approver: approver, Note: in.Note, Kind: p.Kind}
+		p.approval = &tool.Approval{Approver: approver, Note: clip(in.Note, MaxTextBytes), Kind: p.Kind}
 		res.Decision = TraceApproved
 	} else {
-		p.reason = strings.TrimSpace(in.Reason)
+		p.reason = clip(strings.TrimSpace(in.Reason), MaxTextBytes)
 		if p.reason == "" {
 			p.reason = "no reason given"
 		}
 		res.Decision = TraceRejected
 	}
 	return res, nil
-}
-
-// onSignal applies a decision signal. A signal cannot be answered, so a
-// refused one is logged and kept in state (refused) — never silently dropped,
-// and never acted on: a duplicate approval is a no-op.
-func (r *run) onSignal(name string, approve bool, in DecisionInput) {
-	if _, err := r.decide(approve, in); err != nil {
-		r.refuse(name, in, err)
-	}
 }
 
 // registerHandlers sets up queries, updates and the signal listener.
@@ -157,10 +166,21 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		name    string
 		approve bool
 	}{{UpdateApprove, true}, {UpdateReject, false}} {
+		// The payload is taken raw and decoded strictly: a typo such as
+		// "args_digset" or a key given twice is refused, never skipped.
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
-			func(ctx workflow.Context, in DecisionInput) (DecisionResult, error) { return r.decide(u.approve, in) },
-			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in DecisionInput) error {
-				_, err := r.validateDecision(in)
+			func(ctx workflow.Context, raw json.RawMessage) (DecisionResult, error) {
+				in, err := decodeDecision(raw)
+				if err != nil {
+					return DecisionResult{}, err
+				}
+				return r.decide(u.approve, in)
+			},
+			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
+				in, err := decodeDecision(raw)
+				if err == nil {
+					_, err = r.validateDecision(in)
+				}
 				return err
 			}})
 		if err != nil {
@@ -171,75 +191,110 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	return nil
 }
 
-// signals are the run's signal channels.
-type signals struct {
-	approve, reject, message, end workflow.ReceiveChannel
-}
-
-func signalChannels(ctx workflow.Context) signals {
-	return signals{
-		approve: workflow.GetSignalChannel(ctx, SignalApprove),
-		reject:  workflow.GetSignalChannel(ctx, SignalReject),
-		message: workflow.GetSignalChannel(ctx, SignalMessage),
-		end:     workflow.GetSignalChannel(ctx, SignalEnd),
+// decodeDecision decodes an approve or reject payload strictly.
+func decodeDecision(raw []byte) (DecisionInput, error) {
+	var in DecisionInput
+	if err := tool.DecodeStrict(raw, &in); err != nil {
+		return DecisionInput{}, fmt.Errorf("decision payload refused (want {\"call_id\",\"args_digest\",\"approver\",\"note\"|\"reason\",\"kind\"}): %s", clip(err.Error(), 300))
 	}
+	return in, nil
 }
 
 // listen applies signals as they arrive, for the life of the run.
 func (r *run) listen(ctx workflow.Context) {
-	ch := signalChannels(ctx)
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(ch.approve, func(c workflow.ReceiveChannel, _ bool) { r.receive(ctx, c, SignalApprove) })
-	sel.AddReceive(ch.reject, func(c workflow.ReceiveChannel, _ bool) { r.receive(ctx, c, SignalReject) })
-	sel.AddReceive(ch.message, func(c workflow.ReceiveChannel, _ bool) { r.receive(ctx, c, SignalMessage) })
-	sel.AddReceive(ch.end, func(c workflow.ReceiveChannel, _ bool) { r.receive(ctx, c, SignalEnd) })
 	for ctx.Err() == nil {
-		sel.Select(ctx)
+		if workflow.Await(ctx, func() bool { return len(workflow.GetUnhandledSignalNames(ctx)) > 0 }) != nil {
+			return
+		}
+		r.drain(ctx)
 	}
 }
 
-// drain applies every signal already delivered but not yet received (before
-// continue-as-new, so none is lost).
+// signalOrder is the order in which signals delivered in one workflow task
+// are applied (Temporal does not tell the order of signals of different
+// names within a task): a rejection before an approval, so when both arrive
+// for one call at once the call is rejected and the approval is refused.
+func signalOrder() []string {
+	return []string{SignalReject, SignalApprove, SignalMessage, SignalEnd}
+}
+
+// drain applies every signal delivered but not yet applied — those of names
+// the run does not know too, which it refuses (before continue-as-new, so
+// none is lost; and by the listener, as they come).
 func (r *run) drain(ctx workflow.Context) {
-	ch := signalChannels(ctx)
-	for _, s := range []struct {
-		c    workflow.ReceiveChannel
-		name string
-	}{{ch.approve, SignalApprove}, {ch.reject, SignalReject}, {ch.message, SignalMessage}, {ch.end, SignalEnd}} {
-		for s.c.Len() > 0 {
-			r.receive(ctx, s.c, s.name)
+	names := workflow.GetUnhandledSignalNames(ctx)
+	slices.Sort(names)
+	for _, name := range append(signalOrder(), names...) {
+		ch := workflow.GetSignalChannel(ctx, name)
+		for ch.Len() > 0 {
+			r.receive(ctx, ch, name)
 		}
 	}
 }
 
-// receive takes one signal from c and applies it. A payload that does not
-// decode is refused with a clear error; the run goes on.
+// receive takes one signal from c and applies it, or refuses it with the
+// reason (kept in state.refused): a payload that does not decode strictly, a
+// decision that does not fit, a message the run cannot take, a name it does
+// not know. The run goes on.
 func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name string) {
-	var raw json.RawMessage
-	c.Receive(ctx, &raw)
+	var rv converter.RawValue
+	c.Receive(ctx, &rv)
+	raw, err := jsonPayload(rv)
+	refuse := func(callID string, err error) { r.refuse(name, callID, raw, err) }
+	if err != nil {
+		refuse("", err)
+		return
+	}
 	switch name {
 	case SignalApprove, SignalReject:
-		var in DecisionInput
-		if err := decodeStrict(raw, &in); err != nil {
-			r.refuse(name, in, fmt.Errorf("payload %s: %w", raw, err))
+		in, err := decodeDecision(raw)
+		if err != nil {
+			refuse("", err)
 			return
 		}
-		r.onSignal(name, name == SignalApprove, in)
+		if _, err := r.decide(name == SignalApprove, in); err != nil {
+			refuse(in.CallID, err)
+		}
 	case SignalMessage:
 		var in MessageInput
-		if err := decodeStrict(raw, &in); err != nil || strings.TrimSpace(in.Text) == "" {
-			r.logger.Warn("message refused: want {\"text\": \"…\"}", "payload", string(raw))
-			return
+		switch err := tool.DecodeStrict(raw, &in); {
+		case err != nil || strings.TrimSpace(in.Text) == "":
+			refuse("", fmt.Errorf("message refused: want {\"text\": \"…\"} with some text"))
+		case !r.in.Session:
+			refuse("", fmt.Errorf("message refused: this run is not a session (start it with \"session\": true to send it messages)"))
+		case len(in.Text) > MaxMessageBytes:
+			refuse("", fmt.Errorf("message refused: %d bytes, at most %d", len(in.Text), MaxMessageBytes))
+		case len(r.messages) >= MaxQueuedMessages:
+			refuse("", fmt.Errorf("message refused: %d messages already wait for their turn", len(r.messages)))
+		default:
+			r.messages = append(r.messages, in.Text)
 		}
-		r.messages = append(r.messages, in.Text)
 	case SignalEnd:
 		r.ended = true
+	default:
+		refuse("", fmt.Errorf("signal %q is unknown: AgentRun takes %s", clip(name, MaxNameBytes), strings.Join(signalOrder(), ", ")))
 	}
 }
 
-func (r *run) refuse(name string, in DecisionInput, err error) {
-	r.logger.Warn("decision refused", "signal", name, "call_id", in.CallID, "error", err.Error())
-	r.refused = append(r.refused, Refusal{Signal: name, Input: in, Error: err.Error(), At: r.now()})
+// jsonPayload returns a signal's payload as JSON bytes, or why it is not JSON.
+func jsonPayload(rv converter.RawValue) ([]byte, error) {
+	p := rv.Payload()
+	if p == nil {
+		return nil, fmt.Errorf("the signal has no payload")
+	}
+	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
+		return p.GetData(), fmt.Errorf("payload encoding %q refused: want %q", clip(enc, 64), converter.MetadataEncodingJSON)
+	}
+	return p.GetData(), nil
+}
+
+// refuse keeps a refused signal in state (the most recent maxRefusals), with
+// the payload's size and digest but not the payload, and logs it.
+func (r *run) refuse(name, callID string, payload []byte, err error) {
+	rec := Refusal{Signal: clip(name, MaxNameBytes), CallID: clip(callID, MaxNameBytes), Error: clip(err.Error(), MaxTextBytes),
+		PayloadBytes: len(payload), PayloadSHA256: sha256Hex(payload), At: r.now()}
+	r.logger.Warn("signal refused", "signal", rec.Signal, "call_id", rec.CallID, "error", rec.Error)
+	r.refused = append(r.refused, rec)
 	if over := len(r.refused) - maxRefusals; over > 0 {
 		r.refused = r.refused[over:]
 	}
@@ -306,11 +361,4 @@ func (r *run) publish(ctx workflow.Context) {
 			r.logger.Warn("upserting search attributes", "error", err.Error())
 		}
 	}
-}
-
-// decodeStrict decodes a JSON payload, refusing unknown fields.
-func decodeStrict(raw []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }

@@ -55,6 +55,9 @@ func (r *run) check(c *tool.Call) (tool.Spec, error) {
 		return spec, fmt.Errorf("%s: %s: arguments must be a JSON object, got %s", tool.ErrInvalidArgs, c.Tool, truncate(canon, 80))
 	}
 	c.Args = canon
+	if len(canon) > MaxArgsBytes && r.version >= versionTrust {
+		return spec, fmt.Errorf("%s: %s: arguments are %d bytes: at most %d", tool.ErrInvalidArgs, c.Tool, len(canon), MaxArgsBytes)
+	}
 	if err := r.tools.validate(spec, canon); err != nil {
 		return spec, fmt.Errorf("%s: %s: %v", tool.ErrInvalidArgs, c.Tool, err)
 	}

@@ -28,7 +28,8 @@ func (r *run) historyLength(ctx workflow.Context) int {
 
 // continueAsNew hands the run's state to a new run of the same workflow id:
 // the memo, the call counter (call ids go on: c-101 follows c-100), the
-// transcript, the kept trace, queued messages and the end flag. It is called
+// transcript, the kept trace, queued messages and the end flag, within
+// CarryBudget (fit). It is called
 // only between steps, when no call is in flight and none waits for a human.
 // Handlers finish first and signals already delivered are applied, so nothing
 // that arrived around the switch is lost.
@@ -37,13 +38,15 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 	yield(ctx)
 	r.drain(ctx)
 	next := r.in
-	next.Carry = &Carry{
+	carry := &Carry{
 		Config: r.cfg, Calls: r.calls, Steps: r.steps, Turn: r.turn, TurnSteps: r.turnSteps,
 		Memo: r.memo.snapshot(), MemoHits: r.memo.hits, MemoMisses: r.memo.misses,
-		Transcript: recent(r.transcript, TranscriptKeep), Trace: r.trace, TraceSeq: r.traceSeq, TraceDropped: r.traceDropped,
+		Transcript: recent(r.transcript, TranscriptKeep, TranscriptBytes), Trace: r.trace, TraceSeq: r.traceSeq, TraceDropped: r.traceDropped,
 		Messages: r.messages, Ended: r.ended, AwaitingInput: r.awaitingInput, IdleSince: r.idleSince,
 		Answer: r.answer, Refused: r.refused,
 	}
+	fit(next, carry)
+	next.Carry = carry
 	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
 }
 

@@ -52,7 +52,7 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 	}
 
 	// 3. Run: an activity with the tool's bounded retry policy.
-	resp, stop, err := r.runStep(ctx, c, spec, approval)
+	resp, approval, stop, err := r.runStep(ctx, c, spec, approval)
 	if stop != nil {
 		return *stop
 	}
@@ -127,31 +127,39 @@ const maxInterruptRounds = 3
 
 // runStep runs the call's activity. A tool that refuses to commit and asks for
 // a human (an interrupt) pauses the call like a gate block; on approval the
-// call runs again with the approval visible to the tool. A non-nil outcome
-// means a human decision (or its absence) ended the call.
-func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval) (tool.Response, *outcome, error) {
+// call runs again with the approval visible to the tool. It returns the
+// approval the call last ran with (the trace names who approved what ran). A
+// non-nil outcome means a human decision (or its absence) ended the call.
+func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval) (tool.Response, *tool.Approval, *outcome, error) {
 	for round := 1; ; round++ {
 		resp, err := r.activity(ctx, c, spec, approval, round)
 		msg, isInterrupt := interruptMessage(err)
 		if !isInterrupt {
-			return resp, nil, err
+			return resp, approval, nil, err
 		}
 		if round >= maxInterruptRounds {
-			return resp, nil, fmt.Errorf("%s interrupted %d times in a row: %s", c.Tool, round, msg)
+			return resp, approval, nil, fmt.Errorf("%s interrupted %d times in a row: %s", c.Tool, round, msg)
 		}
 		r.record(c, TraceRecord{Status: TraceInterrupted, Reason: msg, Attempts: attemptsOf(err, spec)})
 		var stop *outcome
 		if approval, stop = r.pause(ctx, c, KindInterrupt, msg); stop != nil {
-			return resp, stop, nil
+			return resp, nil, stop, nil
 		}
 	}
 }
 
 // activity schedules the tool's activity (or local activity) for one round of a call.
 func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, round int) (tool.Response, error) {
+	info := workflow.GetInfo(ctx)
+	var chain string
+	if r.version >= versionTrust {
+		if chain = info.FirstRunID; chain == "" { // a server that does not say: this run is the chain
+			chain = info.WorkflowExecution.RunID
+		}
+	}
 	req := tool.Request{
 		CallID:         c.ID,
-		IdempotencyKey: tool.IdempotencyKey(workflow.GetInfo(ctx).WorkflowExecution.ID, c.ID),
+		IdempotencyKey: tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID),
 		Args:           c.Args,
 		Approval:       approval,
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -69,6 +70,11 @@ type refundArgs struct {
 
 type bookArgs struct {
 	Guest string `json:"guest"`
+}
+
+type bigArgs struct {
+	Query string `json:"query"`
+	KB    int    `json:"kb"`
 }
 
 type orderArgs struct {
@@ -140,6 +146,21 @@ func (d *desk) tools() []tool.Tool {
 				d.ran("strict_lookup")
 				return "", tool.Permanent(fmt.Errorf("order %s does not exist", a.OrderID))
 			}),
+		tool.New(tool.Spec{Name: "cancel_order", Destructive: true},
+			func(ctx context.Context, a orderArgs) (map[string]string, error) {
+				d.ran("cancel_order")
+				return map[string]string{"order_id": a.OrderID, "status": "cancelled"}, nil
+			}),
+		tool.New(tool.Spec{Name: "carrier_cancel", Fallback: "cancel_order", Retry: tool.RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond}},
+			func(ctx context.Context, a orderArgs) (string, error) {
+				d.ran("carrier_cancel")
+				return "", errors.New("carrier API unavailable")
+			}),
+		tool.New(tool.Spec{Name: "big_read"},
+			func(ctx context.Context, a bigArgs) (string, error) {
+				d.ran("big_read")
+				return strings.Repeat("<", a.KB<<10), nil
+			}),
 		tool.New(tool.Spec{Name: "fast_read", Local: true},
 			func(ctx context.Context, a searchArgs) (string, error) {
 				d.ran("fast_read")
@@ -163,6 +184,7 @@ type fixture struct {
 	env     *testsuite.TestWorkflowEnvironment
 	desk    *desk
 	updates int
+	waiting int // callbacks registered with at that have not run yet
 }
 
 type fixtureOption func(*worker.Options)
@@ -206,9 +228,11 @@ func scripted(steps ...[]tool.Proposal) workflows.RunInput {
 
 func steps(s ...tool.Proposal) []tool.Proposal { return s }
 
-// at runs fn when the workflow's clock reaches d.
+// at runs fn when the workflow's clock reaches d. run fails if the workflow
+// ended before it ran: a callback that never fires asserts nothing.
 func (f *fixture) at(d time.Duration, fn func()) {
-	f.env.RegisterDelayedCallback(fn, d)
+	f.waiting++
+	f.env.RegisterDelayedCallback(func() { f.waiting--; fn() }, d)
 }
 
 func (f *fixture) run(in workflows.RunInput) workflows.RunResult {
@@ -216,6 +240,7 @@ func (f *fixture) run(in workflows.RunInput) workflows.RunResult {
 	f.env.ExecuteWorkflow(workflows.WorkflowName, in)
 	require.True(f.t, f.env.IsWorkflowCompleted())
 	require.NoError(f.t, f.env.GetWorkflowError())
+	require.Zero(f.t, f.waiting, "the run ended before every callback registered with at ran")
 	var res workflows.RunResult
 	require.NoError(f.t, f.env.GetWorkflowResult(&res))
 	return res
@@ -239,21 +264,40 @@ func (f *fixture) next() []string {
 	return n
 }
 
+// digest is the args_digest state shows for a waiting call, as an operator
+// reads it before deciding ("" if the call is not waiting).
+func (f *fixture) digest(callID string) string {
+	for _, it := range f.state().Interrupts {
+		if it.CallID == callID {
+			return it.ArgsDigest
+		}
+	}
+	return ""
+}
+
 func (f *fixture) approve(callID string) {
-	f.env.SignalWorkflow(workflows.SignalApprove, map[string]string{"call_id": callID, "approver": "alice"})
+	f.env.SignalWorkflow(workflows.SignalApprove, workflows.DecisionInput{CallID: callID, Approver: "alice", ArgsDigest: f.digest(callID)})
 }
 
 func (f *fixture) reject(callID, reason string) {
-	f.env.SignalWorkflow(workflows.SignalReject, map[string]string{"call_id": callID, "approver": "bob", "reason": reason})
+	f.env.SignalWorkflow(workflows.SignalReject, workflows.DecisionInput{CallID: callID, Approver: "bob", Reason: reason, ArgsDigest: f.digest(callID)})
 }
 
 // approveInterrupt approves the question a tool raised (kind "interrupt").
 func (f *fixture) approveInterrupt(callID string) {
-	f.env.SignalWorkflow(workflows.SignalApprove, map[string]string{"call_id": callID, "approver": "alice", "kind": "interrupt"})
+	f.env.SignalWorkflow(workflows.SignalApprove, workflows.DecisionInput{CallID: callID, Approver: "alice", Kind: "interrupt", ArgsDigest: f.digest(callID)})
 }
 
 func (f *fixture) rejectInterrupt(callID, reason string) {
-	f.env.SignalWorkflow(workflows.SignalReject, map[string]string{"call_id": callID, "approver": "bob", "reason": reason, "kind": "interrupt"})
+	f.env.SignalWorkflow(workflows.SignalReject, workflows.DecisionInput{CallID: callID, Approver: "bob", Reason: reason, Kind: "interrupt", ArgsDigest: f.digest(callID)})
+}
+
+// continued makes the next run look continued from an AgentRun on this
+// task queue (what ChainActivity would find on a real server).
+func (f *fixture) continued() {
+	f.env.SetContinuedExecutionRunID("previous-run")
+	f.env.OnActivity(workflows.ChainActivity, mock.Anything, workflows.ChainRequest{WorkflowID: "default-test-workflow-id", RunID: "previous-run"}).
+		Return(workflows.ChainInfo{WorkflowType: workflows.WorkflowName, TaskQueue: "default-test-taskqueue"}, nil)
 }
 
 // updateOutcome is filled in when the workflow has handled an update.
@@ -265,7 +309,7 @@ type updateOutcome struct {
 
 // update sends a decision as an update; the outcome is filled in once the
 // workflow has validated (and, if accepted, handled) it.
-func (f *fixture) update(name string, in workflows.DecisionInput) *updateOutcome {
+func (f *fixture) update(name string, in any) *updateOutcome {
 	out := &updateOutcome{}
 	f.updates++
 	f.env.UpdateWorkflow(name, fmt.Sprintf("u-%d", f.updates), &testsuite.TestUpdateCallback{

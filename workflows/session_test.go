@@ -51,8 +51,10 @@ func TestSessionEndsWhenIdle(t *testing.T) {
 	in.Session = true
 	in.IdleTimeout = workflows.Duration(time.Hour)
 	f.at(59*time.Minute, func() { require.Equal(t, workflows.StatusWaitingForInput, f.state().Status) })
+	start := f.env.Now()
 	res := f.run(in)
 	require.Equal(t, workflows.StatusCompleted, res.Status)
+	require.Equal(t, time.Hour, f.env.Now().Sub(start), "ended exactly when idle_timeout ran out, in workflow time")
 }
 
 // runToEnd runs in, following continue-as-new (the test environment stops
@@ -60,7 +62,7 @@ func TestSessionEndsWhenIdle(t *testing.T) {
 func runToEnd(t *testing.T, f *fixture, in workflows.RunInput, beforeEach func(run int, f *fixture)) (workflows.RunResult, []workflows.RunInput) {
 	t.Helper()
 	var inputs []workflows.RunInput
-	for run := 0; run < 50; run++ {
+	for run := 0; run < 100; run++ {
 		inputs = append(inputs, in)
 		if beforeEach != nil {
 			beforeEach(run, f)
@@ -74,6 +76,7 @@ func runToEnd(t *testing.T, f *fixture, in workflows.RunInput, beforeEach func(r
 			in = workflows.RunInput{}
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
 			f = newFixtureWith(t, f.desk)
+			f.continued()
 			continue
 		}
 		require.NoError(t, err)

@@ -1,0 +1,193 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// This file holds the byte bounds of what a run keeps (see the Max* constants
+// in api.go): text is cut with a marker, oversized JSON values are replaced by
+// a marker, and the trace, the transcript and the carry are trimmed oldest first.
+
+// clip cuts s to at most n bytes, marker included (at a rune boundary), and
+// says how much it cut. Clipping clipped text changes nothing.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	marker := fmt.Sprintf("…[truncated: %d bytes in all]", len(s))
+	cut := max(0, n-len(marker))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
+}
+
+// Truncated is what a run keeps instead of a JSON value over MaxValueBytes.
+type Truncated struct {
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	Head   string `json:"head"`
+}
+
+// clipValue keeps v if it has at most n bytes, and otherwise a marker
+// {"truncated":{"bytes","sha256","head"}} that is valid JSON.
+func clipValue(v json.RawMessage, n int) json.RawMessage {
+	if len(v) <= n {
+		return v
+	}
+	head := string(v[:min(len(v), 512)])
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	b, _ := json.Marshal(map[string]Truncated{"truncated": {Bytes: len(v), SHA256: sha256Hex(v), Head: head}})
+	return b
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// jsonSize is the size of v as the data converter writes it.
+func jsonSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// clipRecord bounds the parts of a trace record that come from outside.
+func clipRecord(rec TraceRecord) TraceRecord {
+	rec.Result = clipValue(rec.Result, MaxValueBytes)
+	rec.Args = clipValue(rec.Args, MaxArgsBytes)
+	rec.Error = clip(rec.Error, MaxTextBytes)
+	rec.Reason = clip(rec.Reason, MaxTextBytes)
+	rec.Approver = clip(rec.Approver, MaxNameBytes)
+	return rec
+}
+
+// clipEntry bounds the parts of a transcript entry that come from outside.
+func clipEntry(e plan.Entry) plan.Entry {
+	e.Result = clipValue(e.Result, MaxValueBytes)
+	e.Error = clip(e.Error, MaxTextBytes)
+	e.Text = clip(e.Text, MaxValueBytes)
+	if len(e.Calls) > 0 {
+		calls := make([]tool.Call, len(e.Calls))
+		for i, c := range e.Calls {
+			c.Args = clipValue(c.Args, MaxArgsBytes)
+			calls[i] = c
+		}
+		e.Calls = calls
+	}
+	return e
+}
+
+// appendTrace appends a record and keeps the trace within its bounds: at
+// most 2×TraceKeep records and TraceBytes bytes. It trims in chunks, oldest
+// first, so a long run does not copy the trace on every call.
+func (r *run) appendTrace(rec TraceRecord) {
+	size := jsonSize(rec) + 1
+	r.trace = append(r.trace, rec)
+	r.traceSizes = append(r.traceSizes, size)
+	r.traceBytes += size
+	if len(r.trace) < 2*TraceKeep && r.traceBytes <= TraceBytes {
+		return
+	}
+	over := max(0, len(r.trace)-TraceKeep)
+	if len(r.trace) < 2*TraceKeep {
+		over = 0
+	}
+	kept := r.traceBytes
+	for _, s := range r.traceSizes[:over] {
+		kept -= s
+	}
+	// Down to three quarters of the byte budget, so the next trim is not the next call.
+	for ; over < len(r.trace)-1 && kept > TraceBytes*3/4; over++ {
+		kept -= r.traceSizes[over]
+	}
+	r.trace = append([]TraceRecord(nil), r.trace[over:]...)
+	r.traceSizes = append([]int(nil), r.traceSizes[over:]...)
+	r.traceBytes = kept
+	r.traceDropped += over
+}
+
+// recent keeps the goal and the newest transcript entries: at most n of them
+// and maxBytes in all, starting the kept tail at a user or assistant entry so
+// no call outcome is cut from its proposal.
+func recent(t []plan.Entry, n, maxBytes int) []plan.Entry {
+	if len(t) == 0 {
+		return t
+	}
+	budget := maxBytes - jsonSize(t[0])
+	from := len(t)
+	for from > 1 && len(t)-from < n-1 {
+		size := jsonSize(t[from-1]) + 1
+		if size > budget {
+			break
+		}
+		budget -= size
+		from--
+	}
+	for from < len(t) && t[from].Role == plan.RoleTool {
+		from++
+	}
+	if from == 1 {
+		return t
+	}
+	return append([]plan.Entry{t[0]}, t[from:]...)
+}
+
+// fit trims a carry so that the next run's whole input stays within
+// CarryBudget: the oldest trace records first, down to the newest
+// TraceFloorBytes of them; then the oldest transcript entries (the goal
+// stays); then the least recently used memo entries; and only then the rest
+// of the trace. What else a carry holds is bounded on its own (messages,
+// refusals, the answer).
+func fit(next RunInput, c *Carry) {
+	next.Carry = nil
+	excess := jsonSize(next) + jsonSize(c) - CarryBudget
+	if excess <= 0 {
+		return
+	}
+	sizes := make([]int, len(c.Trace))
+	floor, keep := 0, len(c.Trace)
+	for i := len(c.Trace) - 1; i >= 0; i-- {
+		sizes[i] = jsonSize(c.Trace[i]) + 1
+		if floor+sizes[i] <= TraceFloorBytes {
+			floor += sizes[i]
+			keep = i
+		}
+	}
+	drop := func(limit int) {
+		n := 0
+		for ; n < limit && excess > 0; n++ {
+			excess -= sizes[n]
+		}
+		c.Trace, sizes, c.TraceDropped = c.Trace[n:], sizes[n:], c.TraceDropped+n
+	}
+	drop(keep)
+	if excess > 0 && len(c.Transcript) > 1 {
+		n := 1
+		for ; n < len(c.Transcript) && excess > 0; n++ {
+			excess -= jsonSize(c.Transcript[n]) + 1
+		}
+		for n < len(c.Transcript) && c.Transcript[n].Role == plan.RoleTool {
+			n++
+		}
+		c.Transcript = append(c.Transcript[:1:1], c.Transcript[n:]...)
+	}
+	n := 0
+	for ; n < len(c.Memo) && excess > 0; n++ {
+		excess -= jsonSize(c.Memo[n]) + 1
+	}
+	c.Memo = c.Memo[n:]
+	drop(len(c.Trace))
+}
