@@ -105,7 +105,13 @@ func resolveFrontend(addr string) (endpoint, error) {
 // serverConfig is the static config of a single-process server: all four
 // services, one history shard, SQLite for both stores, every port but the
 // frontend's picked free on 127.0.0.1.
-func serverConfig(fe endpoint, sql *config.SQL) (*config.Config, error) {
+//
+// The frontend's HTTP/JSON API is off unless httpAPI: it has no
+// authentication and accepts cross-origin text/plain POSTs, so any web page
+// open in the operator's browser could start or signal workflows through it.
+// The server starts it only for a non-zero RPC.HTTPPort (httpEnabled and
+// HTTPAPIServerProvider in go.temporal.io/server/service/frontend/fx.go).
+func serverConfig(fe endpoint, sql *config.SQL, httpAPI bool) (*config.Config, error) {
 	ports := newPortPicker("127.0.0.1")
 	ports.used[fe.port] = true
 	next := func() (int, error) { return ports.next() }
@@ -146,8 +152,10 @@ func serverConfig(fe endpoint, sql *config.SQL) (*config.Config, error) {
 	if frontend.RPC.MembershipPort, err = next(); err != nil {
 		return nil, err
 	}
-	if frontend.RPC.HTTPPort, err = freePortOn(ports, fe.bindIP); err != nil {
-		return nil, err
+	if httpAPI {
+		if frontend.RPC.HTTPPort, err = freePortOn(ports, fe.bindIP); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Services = map[string]config.Service{"frontend": frontend}
 	for _, name := range []string{"history", "matching", "worker"} {

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,10 +50,17 @@ type Options struct {
 	// DataDir is required: the SQLite file is DataDir/temporal.db (created
 	// with the schema if missing, used as it is otherwise), and
 	// DataDir/temporal.lock keeps a second server off it while this one runs.
+	// A missing DataDir is created 0700; the files Start creates in it are
+	// 0600 (and those it finds are made so).
 	DataDir   string
 	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
 	Namespace string // "" means "default"; registered if missing (retention 7 days)
 	UIAddress string // host:port for the Temporal Web UI; "" means no UI
+	// HTTPAPI serves the frontend's HTTP/JSON API on a free port of the
+	// frontend's IP (see HTTPAddress). Off by default: the API has no
+	// authentication and takes cross-origin text/plain POSTs, so a web page in
+	// the operator's browser could start and signal workflows through it.
+	HTTPAPI bool
 	// Logger receives the server's warnings and errors (and everything, when
 	// its handler is enabled for debug). nil discards the server's logs.
 	Logger *slog.Logger
@@ -66,6 +75,7 @@ type Options struct {
 // Server is a running in-process Temporal server.
 type Server struct {
 	address   string
+	httpAddr  string
 	namespace string
 	dbPath    string
 	srv       temporal.Server
@@ -109,7 +119,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		defer cancel()
 	}
 
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// 0700: the database holds every run's history (arguments, results,
+	// approvals), for the user who runs the server only.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("devserver: create data dir: %w", err)
 	}
 	openMu.Lock()
@@ -168,9 +180,12 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("devserver: register namespace %q: %w", s.namespace, err)
 	}
 
-	cfg, err := serverConfig(fe, sqlCfg)
+	cfg, err := serverConfig(fe, sqlCfg, opts.HTTPAPI)
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
+	}
+	if p := cfg.Services["frontend"].RPC.HTTPPort; p != 0 {
+		s.httpAddr = net.JoinHostPort(fe.dialIP, strconv.Itoa(p))
 	}
 	logger := s.logger
 	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
@@ -329,6 +344,10 @@ func (s *Server) Address() string { return s.address }
 
 // Namespace is the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }
+
+// HTTPAddress is the frontend HTTP API's host:port, or "" when it is off
+// (the default; see Options.HTTPAPI).
+func (s *Server) HTTPAddress() string { return s.httpAddr }
 
 // UIAddress is the Web UI's host:port ("http://" + UIAddress()), or "" when
 // no UI is served.

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -358,4 +360,154 @@ func TestOptionErrors(t *testing.T) {
 	require.ErrorContains(t, err, "DataDir is required")
 	_, err = Start(ctx, Options{DataDir: t.TempDir(), Address: "example.com:7233"})
 	require.ErrorContains(t, err, "not an IP address")
+}
+
+// The frontend's HTTP API has no authentication and takes cross-origin
+// text/plain POSTs: by default the server does not serve it, so nothing of
+// this process answers a POST that would start a workflow; with HTTPAPI it
+// does, at HTTPAddress.
+func TestHTTPAPIIsOptIn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	fe := endpoint{bindIP: "127.0.0.1", dialIP: "127.0.0.1", port: 7233, address: "127.0.0.1:7233"}
+	cfg, err := serverConfig(fe, sqlConfig(filepath.Join(t.TempDir(), dbFileName)), false)
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Services["frontend"].RPC.HTTPPort, "no HTTP port: the server starts no HTTP API")
+
+	s := startServer(t, Options{DataDir: t.TempDir()})
+	assert.Empty(t, s.HTTPAddress())
+	if runtime.GOOS == "linux" {
+		ports := listeningPorts(t)
+		require.NotEmpty(t, ports)
+		for _, port := range ports {
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			status, body, err := postStart(addr, s.Namespace(), "probe-default", 2*time.Second)
+			assert.False(t, err == nil && status == http.StatusOK, "port %d answers the HTTP API: %s", port, body)
+		}
+		c := newClient(t, s)
+		_, err := c.DescribeWorkflowExecution(ctx, "probe-default", "")
+		c.Close()
+		require.Error(t, err, "no workflow was started over HTTP")
+	}
+	stopServer(t, s)
+
+	s = startServer(t, Options{DataDir: t.TempDir(), HTTPAPI: true})
+	require.NotEmpty(t, s.HTTPAddress())
+	status, body, err := postStart(s.HTTPAddress(), s.Namespace(), "probe-http", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, body)
+	c := newClient(t, s)
+	defer c.Close()
+	_, err = c.DescribeWorkflowExecution(ctx, "probe-http", "")
+	require.NoError(t, err, "the opted-in HTTP API started the workflow")
+}
+
+// postStart POSTs, as a web page may without a CORS preflight (text/plain),
+// a request to start the workflow id on the HTTP API at addr. No answer within
+// timeout is no answer.
+func postStart(addr, namespace, id string, timeout time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	url := "http://" + addr + "/api/v1/namespaces/" + namespace + "/workflows/" + id
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url,
+		strings.NewReader(`{"workflowType":{"name":"Hello"},"taskQueue":{"name":"`+taskQueue+`"},"input":{"payloads":[]}}`))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(b), nil
+}
+
+// listeningPorts returns the TCP ports this process listens on (Linux).
+func listeningPorts(t *testing.T) []int {
+	t.Helper()
+	inodes := map[string]bool{}
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	var ports []int
+	for _, table := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		raw, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" /* LISTEN */ || !inodes[f[9]] {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			require.True(t, ok, line)
+			port, err := strconv.ParseUint(hexPort, 16, 16)
+			require.NoError(t, err, line)
+			ports = append(ports, int(port))
+		}
+	}
+	return ports
+}
+
+// The data directory (and every directory Start creates for it) is 0700 and
+// every file the server keeps in it 0600, also those an older version left
+// 0644.
+func TestDataDirIsPrivate(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "new")
+	dir := filepath.Join(parent, "data")
+	s := startServer(t, Options{DataDir: dir})
+	c := newClient(t, s)
+	w := startWorker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "hello", TaskQueue: taskQueue}, Hello, "world")
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+
+	for _, d := range []string{parent, dir} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v", d, fi.Mode().Perm())
+	}
+	names := assertPrivateFiles(t, dir)
+	for _, name := range []string{dbFileName, dbFileName + "-wal", dbFileName + "-shm", lockFileName} {
+		assert.Contains(t, names, name)
+	}
+	w.Stop()
+	c.Close()
+	stopServer(t, s)
+
+	// Files of an older toolgate are made private on the next start.
+	for _, name := range []string{dbFileName, lockFileName} {
+		require.NoError(t, os.Chmod(filepath.Join(dir, name), 0o644))
+	}
+	s = startServer(t, Options{DataDir: dir})
+	assertPrivateFiles(t, dir)
+	stopServer(t, s)
+}
+
+// assertPrivateFiles checks that no file in dir grants group or others any
+// permission, and returns their names.
+func assertPrivateFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		fi, err := e.Info()
+		require.NoError(t, err)
+		names = append(names, e.Name())
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v", e.Name(), fi.Mode().Perm())
+	}
+	return names
 }

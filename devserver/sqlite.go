@@ -16,6 +16,8 @@ import (
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver (the server's sqlite plugin uses it too)
+
+	"github.com/toolgate/toolgate/internal/private"
 )
 
 // Files inside Options.DataDir.
@@ -59,7 +61,8 @@ func sqlConfig(path string) *config.SQL {
 // first start never leaves a half-initialized database behind.
 func ensureSchema(path string) (created bool, err error) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-		return false, nil
+		// A file of an older toolgate may be 0644: no longer.
+		return false, private.SQLite(path)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, fmt.Errorf("check database file: %w", err)
 	}
@@ -103,6 +106,10 @@ func forgetMembers(path string) (err error) {
 }
 
 func writeSchema(path string) (err error) {
+	// Created 0600 first: SQLite opens an empty file as a new database.
+	if err := private.SQLite(path); err != nil {
+		return fmt.Errorf("create database file: %w", err)
+	}
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		return fmt.Errorf("create database file: %w", err)
@@ -144,8 +151,11 @@ func (s schemaTx) DbName() string     { return s.name }
 func (s schemaTx) PluginName() string { return sqliteplugin.PluginName }
 func (s schemaTx) Close() error       { return nil }
 
+// dbSuffixes name a database file and the files SQLite keeps next to it.
+var dbSuffixes = []string{"", "-journal", "-wal", "-shm"}
+
 func removeDBFiles(path string) {
-	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+	for _, suffix := range dbSuffixes {
 		_ = os.Remove(path + suffix)
 	}
 }

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"go.temporal.io/sdk/client"
@@ -12,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/activities/desk"
 	openaiplanner "github.com/toolgate/toolgate/activities/openai"
 	"github.com/toolgate/toolgate/activities/support"
+	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/plan"
 )
 
@@ -22,7 +22,7 @@ const DeskFile = "desk.db"
 // (its SQLite file under dataDir) and the support and OpenAI planners. Close
 // the returned desk when the worker stops.
 func Demo(dataDir string) (Options, *desk.Desk, error) {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := private.Dir(dataDir); err != nil {
 		return Options{}, nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	d, err := desk.Open(filepath.Join(dataDir, DeskFile))

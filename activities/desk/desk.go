@@ -25,6 +25,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -63,6 +64,11 @@ const AlwaysFail = -1
 // creates its schema and seeds the demo data. Seeding is idempotent: opening
 // the same file again adds nothing and keeps every change made since.
 func Open(path string) (*Desk, error) {
+	// The desk's records (who approved which payment) are for the user who
+	// runs the worker only.
+	if err := private.SQLite(path); err != nil {
+		return nil, fmt.Errorf("desk: %w", err)
+	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")

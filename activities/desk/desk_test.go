@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -533,4 +534,17 @@ func TestDataSurvivesReopen(t *testing.T) {
 	pays, err := d2.Payments(context.Background(), "BK-1")
 	require.NoError(t, err)
 	assert.Len(t, pays, 1)
+}
+
+// The desk's file (who approved which payment) is its owner's only.
+func TestDeskFileIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "desk.db")
+	d, err := Open(path)
+	require.NoError(t, err)
+	defer d.Close()
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/workflows"
@@ -77,10 +77,8 @@ func runInput(planFile, goal, planner string) (workflows.RunInput, error) {
 	if err != nil {
 		return workflows.RunInput{}, fmt.Errorf("reading the plan: %w", err)
 	}
-	var in workflows.RunInput
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	in, err := workflows.ParseRunInput(raw)
+	if err != nil {
 		return workflows.RunInput{}, fmt.Errorf("%s is not a RunInput: %w", planFile, err)
 	}
 	if in.Carry != nil {
@@ -141,49 +139,71 @@ func (c *cli) look(ctx context.Context, cl client.Client, id string) (snapshot, 
 	return s, nil
 }
 
-func query(ctx context.Context, cl client.Client, id, name string, out any) error {
+// querier is the part of client.Client that query uses.
+type querier interface {
+	QueryWorkflow(ctx context.Context, workflowID string, runID string, queryType string, args ...any) (converter.EncodedValue, error)
+}
+
+func query(ctx context.Context, cl querier, id, name string, out any) error {
+	if err := queryRaw(ctx, cl, id, name, out); err != nil {
+		return fmt.Errorf("querying %s of run %s (is a toolgate worker running on its task queue?): %w", name, id, err)
+	}
+	return nil
+}
+
+// queryRaw is query without the advice in its error.
+func queryRaw(ctx context.Context, cl querier, id, name string, out any) error {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	v, err := cl.QueryWorkflow(qctx, id, "", name)
 	if err != nil {
-		return fmt.Errorf("querying %s of run %s (is a toolgate worker running on its task queue?): %w", name, id, err)
+		return err
 	}
-	return v.Get(out)
+	if err := v.Get(out); err != nil {
+		return fmt.Errorf("decoding its %s: %w", name, err)
+	}
+	return nil
 }
 
 // status is `toolgate status ID`.
 func (c *cli) status(ctx context.Context, args []string) error {
-	return c.show(ctx, "status", args, func(s snapshot, asJSON bool) error {
-		if asJSON {
-			return c.json(s.state)
-		}
-		printState(c.stdout, s.state)
-		return nil
-	})
+	return c.show(ctx, "status", args, c.renderStatus)
+}
+
+func (c *cli) renderStatus(s snapshot, asJSON bool) error {
+	if asJSON {
+		return c.json(s.state)
+	}
+	printState(c.stdout, s.state)
+	return nil
 }
 
 // next is `toolgate next ID`: the nodes waiting to run.
 func (c *cli) next(ctx context.Context, args []string) error {
-	return c.show(ctx, "next", args, func(s snapshot, asJSON bool) error {
-		if asJSON {
-			return c.json(s.state.Next)
-		}
-		for _, n := range s.state.Next {
-			fmt.Fprintln(c.stdout, n)
-		}
-		return nil
-	})
+	return c.show(ctx, "next", args, c.renderNext)
+}
+
+func (c *cli) renderNext(s snapshot, asJSON bool) error {
+	if asJSON {
+		return c.json(s.state.Next)
+	}
+	for _, n := range s.state.Next {
+		fmt.Fprintln(c.stdout, oneLine(n))
+	}
+	return nil
 }
 
 // trace is `toolgate trace ID`.
 func (c *cli) trace(ctx context.Context, args []string) error {
-	return c.show(ctx, "trace", args, func(s snapshot, asJSON bool) error {
-		if asJSON {
-			return c.json(s.trace)
-		}
-		printTrace(c.stdout, s.trace)
-		return nil
-	})
+	return c.show(ctx, "trace", args, c.renderTrace)
+}
+
+func (c *cli) renderTrace(s snapshot, asJSON bool) error {
+	if asJSON {
+		return c.json(s.trace)
+	}
+	printTrace(c.stdout, s.trace)
+	return nil
 }
 
 func (c *cli) show(ctx context.Context, name string, args []string, render func(snapshot, bool) error) error {
@@ -257,16 +277,16 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		for _, it := range s.state.Interrupts {
 			if it.CallID == callID {
 				in.ArgsDigest, in.Kind = it.ArgsDigest, it.Kind
-				fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, callID, it.Tool, it.CallArgs)
+				fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, oneLine(callID), oneLine(it.Tool), oneLineBytes(it.CallArgs))
 			}
 		}
 		res, err := sendDecision(ctx, cl, id, name, in)
 		if err != nil {
 			failed++
-			fmt.Fprintf(c.stderr, "%s %s refused: %v\n", name, callID, err)
+			fmt.Fprintf(c.stderr, "%s %s refused: %s\n", name, oneLine(callID), multiLine(err.Error()))
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%s %s (%s) by %s\n", res.Decision, res.CallID, res.Tool, res.Approver)
+		printDecision(c.stdout, res)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d decisions refused", failed, len(pos)-1)
@@ -286,6 +306,13 @@ func sendDecision(ctx context.Context, cl client.Client, id, name string, in wor
 }
 
 // pending is `toolgate pending`: every run waiting for a decision.
+//
+// A run whose state query fails (a wedged run, a run whose worker is gone)
+// does not hide the others: their calls are listed as usual (stdout; with
+// --json the same array as ever), and each run that could not be queried is
+// named on stderr (with --json as one line {"failed":[{"run":…,"error":…}]}).
+// The exit code is 0 then; it is 1 when listing the runs fails or when no
+// run that was found could be queried.
 func (c *cli) pending(ctx context.Context, args []string) error {
 	fs := c.flags("pending")
 	cn := c.connFlags(fs)
@@ -298,14 +325,32 @@ func (c *cli) pending(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	items, err := inbox(ctx, cl)
+	res, err := inbox(ctx, cl)
+	return c.printPending(res, err, *asJSON)
+}
+
+func (c *cli) printPending(res inboxResult, err error, asJSON bool) error {
+	if len(res.Failed) > 0 {
+		if asJSON {
+			enc := json.NewEncoder(c.stderr)
+			if err := enc.Encode(struct {
+				Failed []runFailure `json:"failed"`
+			}{res.Failed}); err != nil {
+				return err
+			}
+		} else {
+			for _, f := range res.Failed {
+				fmt.Fprintf(c.stderr, "run %s not listed: its state query failed: %s\n", oneLine(f.Run), multiLine(f.Error))
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return c.json(items)
+	if asJSON {
+		return c.json(res.Items)
 	}
-	printInbox(c.stdout, items)
+	printInbox(c.stdout, res.Items)
 	return nil
 }
 
@@ -315,32 +360,57 @@ type inboxItem struct {
 	workflows.Interrupt
 }
 
+// runFailure is a run whose state could not be queried.
+type runFailure struct {
+	Run   string `json:"run"`
+	Error string `json:"error"`
+}
+
+// inboxResult is what inbox found: the waiting calls of the runs it could
+// query, and the runs it could not.
+type inboxResult struct {
+	Items  []inboxItem
+	Failed []runFailure
+}
+
+// runSource is the part of client.Client that inbox uses.
+type runSource interface {
+	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	querier
+}
+
 // inbox lists the interrupts of every running AgentRun. With toolgate's
 // search attributes it asks visibility for the waiting runs only; without
-// them it asks every running AgentRun.
-func inbox(ctx context.Context, cl client.Client) ([]inboxItem, error) {
+// them it asks every running AgentRun. A run whose state query fails is
+// reported in Failed and the others are listed; the error is for a failed
+// listing, or when every run found failed its query.
+func inbox(ctx context.Context, cl runSource) (inboxResult, error) {
 	q := fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.WorkflowName)
 	waiting := q + fmt.Sprintf(` AND %s = %q`, workflows.SearchAttrStatus, workflows.StatusWaitingForApproval)
 	ids, err := listRuns(ctx, cl, waiting)
 	if err != nil {
 		if ids, err = listRuns(ctx, cl, q); err != nil {
-			return nil, fmt.Errorf("listing runs: %w", err)
+			return inboxResult{}, fmt.Errorf("listing runs: %w", err)
 		}
 	}
-	items := []inboxItem{}
+	res := inboxResult{Items: []inboxItem{}}
 	for _, id := range ids {
 		var st workflows.State
-		if err := query(ctx, cl, id, workflows.QueryState, &st); err != nil {
-			return nil, err
+		if err := queryRaw(ctx, cl, id, workflows.QueryState, &st); err != nil {
+			res.Failed = append(res.Failed, runFailure{Run: id, Error: err.Error()})
+			continue
 		}
 		for _, it := range st.Interrupts {
-			items = append(items, inboxItem{RunID: id, Interrupt: it})
+			res.Items = append(res.Items, inboxItem{RunID: id, Interrupt: it})
 		}
 	}
-	return items, nil
+	if len(ids) > 0 && len(res.Failed) == len(ids) {
+		return res, fmt.Errorf("none of the %d runs found could be queried (is a toolgate worker running on their task queue?)", len(ids))
+	}
+	return res, nil
 }
 
-func listRuns(ctx context.Context, cl client.Client, query string) ([]string, error) {
+func listRuns(ctx context.Context, cl runSource, query string) ([]string, error) {
 	var ids []string
 	var token []byte
 	for {

@@ -26,7 +26,7 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT]
+                  [--metrics-address HOST:PORT] [--http-api]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--metrics-address HOST:PORT]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
@@ -58,7 +58,7 @@ func main() {
 		return
 	}
 	if !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "toolgate:", err)
+		fmt.Fprintln(os.Stderr, "toolgate:", multiLine(err.Error())) // errors may quote a run's text: escape.go
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -13,12 +13,19 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
+// Every text of a run printed here goes through oneLine (or block): see
+// escape.go.
+
 func printState(w io.Writer, s workflows.State) {
-	fmt.Fprintf(w, "status: %s\n", s.Status)
+	fmt.Fprintf(w, "status: %s\n", oneLine(s.Status))
 	if s.Turn > 0 {
 		fmt.Fprintf(w, "turn:   %d (calls so far: %d)\n", s.Turn, s.Calls)
 	}
-	fmt.Fprintf(w, "next:   %s\n", strings.Join(s.Next, ", "))
+	next := make([]string, len(s.Next))
+	for i, n := range s.Next {
+		next[i] = oneLine(n)
+	}
+	fmt.Fprintf(w, "next:   %s\n", strings.Join(next, ", "))
 	for _, it := range s.Interrupts {
 		printInterrupt(w, "", it)
 	}
@@ -26,64 +33,72 @@ func printState(w io.Writer, s workflows.State) {
 		fmt.Fprintf(w, "memo:   %d entries, %d hits, %d misses\n", s.Memo.Entries, s.Memo.Hits, s.Memo.Misses)
 	}
 	if s.Answer != "" {
-		fmt.Fprintf(w, "answer: %s\n", s.Answer)
+		fmt.Fprintf(w, "answer: %s\n", block(s.Answer, "        "))
 	}
 	if s.BlockedOn != nil {
-		fmt.Fprintf(w, "blocked on: %s %s (%s)\n", s.BlockedOn.Tool, s.BlockedOn.CallArgs, s.BlockedOn.CallID)
+		fmt.Fprintf(w, "blocked on: %s %s (%s)\n", oneLine(s.BlockedOn.Tool), oneLineBytes(s.BlockedOn.CallArgs), oneLine(s.BlockedOn.CallID))
 	}
 	if s.Error != "" {
-		fmt.Fprintf(w, "error:  %s\n", s.Error)
+		fmt.Fprintf(w, "error:  %s\n", block(s.Error, "        "))
 	}
 	for _, r := range s.Refused {
-		fmt.Fprintf(w, "refused %s %s: %s\n", r.Signal, r.Input.CallID, r.Error)
+		fmt.Fprintf(w, "refused %s %s: %s\n", oneLine(r.Signal), oneLine(r.CallID), oneLine(r.Error))
 	}
 }
 
 func printInterrupt(w io.Writer, run string, it workflows.Interrupt) {
 	if run != "" {
-		run += " "
+		run = oneLine(run) + " "
 	}
-	fmt.Fprintf(w, "waiting: %s%s %s %s (%s: %s) since %s, expires %s, digest %s\n", run, it.CallID, it.Tool, it.CallArgs,
-		it.Kind, it.Reason, it.RequestedAt.Format(time.RFC3339), it.ExpiresAt.Format(time.RFC3339), it.ArgsDigest)
+	fmt.Fprintf(w, "waiting: %s%s %s %s (%s: %s) since %s, expires %s, digest %s\n", run, oneLine(it.CallID), oneLine(it.Tool),
+		oneLineBytes(it.CallArgs), oneLine(it.Kind), oneLine(it.Reason), it.RequestedAt.Format(time.RFC3339),
+		it.ExpiresAt.Format(time.RFC3339), oneLine(it.ArgsDigest))
 }
 
 func printTrace(w io.Writer, trace []workflows.TraceRecord) {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTURN\tCALL\tTOOL\tSTATUS\tDETAIL")
 	for _, r := range trace {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Seq, r.Turn, r.CallID, r.Tool, r.Status, detail(r))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Seq, r.Turn, oneLine(r.CallID), oneLine(r.Tool), oneLine(r.Status), detail(r))
 	}
 	_ = tw.Flush()
 }
 
-// detail is the one-line gist of a trace record.
+// detail is the one-line gist of a trace record (escaped: see escape.go).
 func detail(r workflows.TraceRecord) string {
 	var parts []string
-	parts = append(parts, string(r.Args))
+	parts = append(parts, oneLineBytes(r.Args))
 	if r.Approver != "" {
-		parts = append(parts, "by "+r.Approver)
+		parts = append(parts, "by "+oneLine(r.Approver))
 	}
 	if r.Reason != "" {
-		parts = append(parts, r.Reason)
+		parts = append(parts, oneLine(r.Reason))
 	}
 	if r.Attempts > 1 {
 		parts = append(parts, fmt.Sprintf("%d attempts", r.Attempts))
 	}
 	if r.Error != "" {
-		parts = append(parts, "error: "+r.Error)
+		parts = append(parts, "error: "+oneLine(r.Error))
 	}
 	if len(r.Result) > 0 {
-		res := string(r.Result)
-		if len(res) > 120 {
-			res = res[:120] + "…"
-		}
-		parts = append(parts, "→ "+res)
+		parts = append(parts, "→ "+truncate(oneLineBytes(r.Result), 120))
 	}
 	return strings.Join(parts, "  ")
 }
 
+// printDecision prints the answer to an approve or reject.
+func printDecision(w io.Writer, res workflows.DecisionResult) {
+	fmt.Fprintf(w, "%s %s (%s) by %s\n", oneLine(res.Decision), oneLine(res.CallID), oneLine(res.Tool), oneLine(res.Approver))
+}
+
+// block is s escaped for a text block whose first line follows a label: its
+// further lines are indented by indent.
+func block(s, indent string) string {
+	return strings.ReplaceAll(multiLine(s), "\n", "\n"+indent)
+}
+
 func printRecord(w io.Writer, r workflows.TraceRecord) {
-	fmt.Fprintf(w, "  %-4s %-16s %-11s %s\n", r.CallID, r.Tool, r.Status, detail(r))
+	fmt.Fprintf(w, "  %-4s %-16s %-11s %s\n", oneLine(r.CallID), oneLine(r.Tool), oneLine(r.Status), detail(r))
 }
 
 func printInbox(w io.Writer, items []inboxItem) {
@@ -94,7 +109,8 @@ func printInbox(w io.Writer, items []inboxItem) {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tCALL\tTOOL\tARGUMENTS\tKIND\tWAITING SINCE\tEXPIRES")
 	for _, it := range items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.CallID, it.Tool, it.CallArgs, it.Kind,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(it.RunID), oneLine(it.CallID), oneLine(it.Tool),
+			oneLineBytes(it.CallArgs), oneLine(it.Kind),
 			it.RequestedAt.Format(time.RFC3339), it.ExpiresAt.Format(time.RFC3339))
 	}
 	_ = tw.Flush()
@@ -120,12 +136,12 @@ func (c *cli) follow(ctx context.Context, cl client.Client, cn *conn, id string,
 			}
 		}
 		if s.result != nil {
-			fmt.Fprintf(c.stdout, "run %s: %s\n", id, s.result.Status)
+			fmt.Fprintf(c.stdout, "run %s: %s\n", oneLine(id), oneLine(s.result.Status))
 			if s.result.Answer != "" {
-				fmt.Fprintf(c.stdout, "answer: %s\n", s.result.Answer)
+				fmt.Fprintf(c.stdout, "answer: %s\n", block(s.result.Answer, "        "))
 			}
 			if s.result.Error != "" {
-				fmt.Fprintf(c.stdout, "error: %s\n", s.result.Error)
+				fmt.Fprintf(c.stdout, "error: %s\n", block(s.result.Error, "       "))
 			}
 			return *s.result, nil
 		}
@@ -135,7 +151,7 @@ func (c *cli) follow(ctx context.Context, cl client.Client, cn *conn, id string,
 				continue
 			}
 			asked[key] = true
-			fmt.Fprintf(c.stdout, "\n%s waits for a human: %s %s — %s\n", it.CallID, it.Tool, it.CallArgs, it.Reason)
+			fmt.Fprintf(c.stdout, "\n%s waits for a human: %s %s — %s\n", oneLine(it.CallID), oneLine(it.Tool), oneLineBytes(it.CallArgs), oneLine(it.Reason))
 			if onWait == nil {
 				printHowToDecide(c.stdout, cn, id, it)
 				continue
@@ -153,9 +169,9 @@ func (c *cli) follow(ctx context.Context, cl client.Client, cn *conn, id string,
 }
 
 func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt) {
-	kind := ""
+	extra := `,"args_digest":"` + oneLine(it.ArgsDigest) + `"`
 	if it.Kind == workflows.KindInterrupt {
-		kind = `,"kind":"interrupt"`
+		extra += `,"kind":"interrupt"`
 	}
 	at := fmt.Sprintf("--address %s --namespace %s", cn.address, cn.namespace)
 	fmt.Fprintf(w, `decide from another shell:
@@ -163,5 +179,5 @@ func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt) 
   toolgate reject  %[1]s %[2]s --reason TEXT --as NAME %[4]s
 or with the stock temporal CLI:
   temporal workflow signal %[4]s --workflow-id %[1]s --name approve --input '{"call_id":"%[2]s","approver":"NAME"%[3]s}'
-`, id, it.CallID, kind, at)
+`, oneLine(id), oneLine(it.CallID), extra, oneLine(at))
 }

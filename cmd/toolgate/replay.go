@@ -23,7 +23,7 @@ func (c *cli) replay(ctx context.Context, args []string) error {
 	for _, f := range files {
 		if err := replay.File(f); err != nil {
 			failed++
-			fmt.Fprintf(c.stdout, "FAIL %s: %v\n", f, err)
+			fmt.Fprintf(c.stdout, "FAIL %s: %s\n", f, multiLine(err.Error()))
 			continue
 		}
 		fmt.Fprintf(c.stdout, "ok   %s\n", f)

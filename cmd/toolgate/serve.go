@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities/desk"
 	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -56,17 +57,19 @@ func (s *stack) stop() {
 	}
 }
 
-// up starts the embedded server on dataDir and a worker on it (metrics: the
+// up starts the embedded server (srv: where and what it serves; its logger
+// and search attributes are set here) and a worker on it (metrics: the
 // worker's metrics handler, nil for none).
-func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace string, allowAuto bool, metrics client.MetricsHandler) (_ *stack, err error) {
+func (c *cli) up(ctx context.Context, srv devserver.Options, allowAuto bool, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
 			s.stop()
 		}
 	}()
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", dataDir, err)
+	dataDir := srv.DataDir
+	if err := private.Dir(dataDir); err != nil {
+		return nil, err
 	}
 	var serverLog *slog.Logger // the embedded server is chatty (and noisy when it stops): off unless asked for
 	if lvl := os.Getenv("TOOLGATE_SERVER_LOG"); lvl != "" {
@@ -76,8 +79,8 @@ func (c *cli) up(ctx context.Context, dataDir, address, uiAddress, namespace str
 		}
 		serverLog = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	}
-	s.server, err = devserver.Start(ctx, devserver.Options{DataDir: dataDir, Address: address, UIAddress: uiAddress,
-		Namespace: namespace, SearchAttributes: searchAttributes, Logger: serverLog})
+	srv.SearchAttributes, srv.Logger = searchAttributes, serverLog
+	s.server, err = devserver.Start(ctx, srv)
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
@@ -106,19 +109,24 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
+	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
 	sv := servingFlags(fs)
 	m, err := c.parseServing(fs, args, sv)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics(m)
-	s, err := c.up(ctx, *data, *address, *ui, *namespace, *sv.allowAuto, m.Handler())
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
+		*sv.allowAuto, m.Handler())
 	if err != nil {
 		return err
 	}
 	defer s.stop()
 	if u := s.server.UIAddress(); u != "" {
 		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
+	}
+	if h := s.server.HTTPAddress(); h != "" {
+		fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
 	}
 	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
 	<-ctx.Done()
@@ -177,7 +185,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, *data, "127.0.0.1:0", "", "default", false, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, false, nil)
 	if err != nil {
 		return err
 	}
@@ -214,7 +222,7 @@ func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string) fu
 	in := bufio.NewReader(c.stdin)
 	return func(it workflows.Interrupt) error {
 		for {
-			fmt.Fprintf(c.stdout, "approve %s %s? [y]es / [n]o (reject with a reason): ", it.Tool, it.CallArgs)
+			fmt.Fprintf(c.stdout, "approve %s %s? [y]es / [n]o (reject with a reason): ", oneLine(it.Tool), oneLineBytes(it.CallArgs))
 			line, err := in.ReadString('\n')
 			if err != nil {
 				return fmt.Errorf("reading your answer: %w", err)
@@ -240,7 +248,8 @@ func (c *cli) sendAndSay(ctx context.Context, cl client.Client, id, name string,
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", name, in.CallID, err)
 	}
-	fmt.Fprintf(c.stdout, "%s %s (%s) by %s\n\n", res.Decision, res.CallID, res.Tool, res.Approver)
+	printDecision(c.stdout, res)
+	fmt.Fprintln(c.stdout)
 	return nil
 }
 
