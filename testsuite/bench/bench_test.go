@@ -188,9 +188,9 @@ func TestBareMakesTheSameCalls(t *testing.T) {
 	for i := range sa {
 		require.Equal(t, sa[i].GetActivityType().GetName(), sb[i].GetActivityType().GetName())
 		require.Equal(t, sa[i].GetActivityId(), sb[i].GetActivityId())
-		// Same request but for the workflow id inside the idempotency key.
-		a := strings.ReplaceAll(string(sa[i].GetInput().GetPayloads()[0].GetData()), agent.ID, "WID")
-		b := strings.ReplaceAll(string(sb[i].GetInput().GetPayloads()[0].GetData()), bare.ID, "WID")
+		// Same request but for the workflow and run ids inside the idempotency key.
+		a := strings.ReplaceAll(strings.ReplaceAll(string(sa[i].GetInput().GetPayloads()[0].GetData()), agent.ID, "WID"), agent.RunID, "RID")
+		b := strings.ReplaceAll(strings.ReplaceAll(string(sb[i].GetInput().GetPayloads()[0].GetData()), bare.ID, "WID"), bare.RunID, "RID")
 		require.JSONEq(t, a, b)
 	}
 }

@@ -96,7 +96,8 @@ type BareInput struct {
 // AgentRun would use — and no check, gate, memo or trace. It returns the
 // number of calls made.
 func Bare(ctx workflow.Context, in BareInput) (int, error) {
-	wid := workflow.GetInfo(ctx).WorkflowExecution.ID
+	info := workflow.GetInfo(ctx)
+	wid, chain := info.WorkflowExecution.ID, info.FirstRunID
 	retry := &temporal.RetryPolicy{
 		InitialInterval:    tool.DefaultInitialInterval,
 		BackoffCoefficient: 2,
@@ -105,7 +106,7 @@ func Bare(ctx workflow.Context, in BareInput) (int, error) {
 	}
 	for i, p := range in.Calls {
 		id := fmt.Sprintf("c-%d", i+1)
-		req := tool.Request{CallID: id, IdempotencyKey: tool.IdempotencyKey(wid, id), Args: p.Args}
+		req := tool.Request{CallID: id, IdempotencyKey: tool.IdempotencyKey(wid, chain, id), Args: p.Args}
 		var resp tool.Response
 		var err error
 		if localTools[p.Tool] {

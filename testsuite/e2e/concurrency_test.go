@@ -163,7 +163,7 @@ func TestFiftyConcurrentRunsEachApprovedInRandomOrder(t *testing.T) {
 		var count int
 		var g, by string
 		err := db.QueryRow(`SELECT COUNT(*), COALESCE(MAX(guest), ''), COALESCE(MAX(approved_by), '') FROM bookings WHERE idem_key = ?`,
-			runID(i)+"/c-1").Scan(&count, &g, &by)
+			s.key(runID(i), "c-1")).Scan(&count, &g, &by)
 		if err != nil {
 			t.Fatal(err)
 		}

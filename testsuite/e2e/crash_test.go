@@ -58,8 +58,8 @@ func TestWorkerCrashWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Status != "closed" || tk.ClosedBy != id+"/c-2" || tk.ApprovedBy != "bob" {
-		t.Fatalf("TKT-3 %+v, want closed by %s/c-2, approved by bob", tk, id)
+	if key := s.key(id, "c-2"); tk.Status != "closed" || tk.ClosedBy != key || tk.ApprovedBy != "bob" {
+		t.Fatalf("TKT-3 %+v, want closed by %s, approved by bob", tk, key)
 	}
 }
 
@@ -87,12 +87,12 @@ func TestWorkerCrashAfterSideEffect(t *testing.T) {
 	crashing := s.startWorkerProc("crashing worker", []string{"TOOLGATE_FAULT_CRASH_AFTER_COMMIT=refund"}, "--allow-auto-approve")
 
 	const id = "crash-after-side-effect"
-	key := id + "/c-1"
 	s.start(id, workflows.RunInput{
 		Goal:     "refund 5.00 on BK-1",
 		Approval: workflows.PolicyAlwaysApprove,
 		Planner:  scripted("refunded", step(call("refund", `{"booking_id":"BK-1","amount_cents":500}`))),
 	})
+	key := s.key(id, "c-1")
 	if err := crashing.wait(t, waitTimeout); !killedBySIGKILL(err) {
 		t.Fatalf("crashing worker exit: %v, want killed by SIGKILL after the commit", err)
 	}

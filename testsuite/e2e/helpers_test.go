@@ -282,6 +282,19 @@ func (s *stack) approveByUpdate(id string, in workflows.DecisionInput) (workflow
 	return res, err
 }
 
+// key is the idempotency key of callID in workflow id's current chain:
+// <workflow id>/<the chain's first run id>/<call id>.
+func (s *stack) key(id, callID string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	desc, err := s.client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		s.t.Fatalf("describing %s: %v", id, err)
+	}
+	return tool.IdempotencyKey(id, desc.GetWorkflowExecutionInfo().GetFirstRunId(), callID)
+}
+
 // signal sends a signal to the current run of id.
 func (s *stack) signal(id, name string, arg any) {
 	s.t.Helper()

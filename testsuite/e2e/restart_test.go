@@ -62,7 +62,7 @@ func TestServerRestartMidRun(t *testing.T) {
 
 	var n int
 	var guest, approvedBy string
-	if err := s.openDB().QueryRow(`SELECT COUNT(*), COALESCE(MAX(guest), ''), COALESCE(MAX(approved_by), '') FROM bookings WHERE idem_key = ?`, id+"/c-2").
+	if err := s.openDB().QueryRow(`SELECT COUNT(*), COALESCE(MAX(guest), ''), COALESCE(MAX(approved_by), '') FROM bookings WHERE idem_key = ?`, s.key(id, "c-2")).
 		Scan(&n, &guest, &approvedBy); err != nil {
 		t.Fatal(err)
 	}

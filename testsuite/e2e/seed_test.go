@@ -50,8 +50,9 @@ func TestSeedWalkThroughThroughTheClientAPI(t *testing.T) {
 		t.Fatalf("TKT-3 before the approval: %+v, %v; want open", tk, err)
 	}
 
-	// Exactly what `temporal workflow signal --name approve --input '{"call_id":"c-3","approver":"alice"}'` sends.
-	s.signal(id, workflows.SignalApprove, json.RawMessage(`{"call_id":"c-3","approver":"alice"}`))
+	// Exactly what `temporal workflow signal --name approve --input '{"call_id":"c-3","approver":"alice","args_digest":"…"}'`
+	// sends, with the digest read from the state query as the README shows.
+	s.signal(id, workflows.SignalApprove, json.RawMessage(`{"call_id":"c-3","approver":"alice","args_digest":"`+it.ArgsDigest+`"}`))
 
 	res := s.result(id, waitTimeout)
 	if res.Status != workflows.StatusCompleted || res.Answer != "closed the login ticket" {
@@ -80,8 +81,8 @@ func TestSeedWalkThroughThroughTheClientAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Status != "closed" || tk.ClosedBy != id+"/c-3" || tk.ApprovedBy != "alice" {
-		t.Fatalf("TKT-3 %+v, want closed by %s/c-3, approved by alice", tk, id)
+	if key := s.key(id, "c-3"); tk.Status != "closed" || tk.ClosedBy != key || tk.ApprovedBy != "alice" {
+		t.Fatalf("TKT-3 %+v, want closed by %s, approved by alice", tk, key)
 	}
 	var closedCount int
 	if err := s.openDB().QueryRow(`SELECT COUNT(*) FROM tickets WHERE status = 'closed'`).Scan(&closedCount); err != nil {

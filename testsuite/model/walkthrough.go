@@ -76,9 +76,10 @@ func RunWalkThrough(ctx context.Context, e *Env, id string, onPause func(workflo
 		}
 	}
 	upd, err := e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		UpdateName:   workflows.UpdateReject,
-		Args:         []any{workflows.DecisionInput{CallID: w.Paused.Interrupts[0].CallID, Approver: Reviewer, Reason: RejectReason}},
+		WorkflowID: id,
+		UpdateName: workflows.UpdateReject,
+		Args: []any{workflows.DecisionInput{CallID: w.Paused.Interrupts[0].CallID, Approver: Reviewer, Reason: RejectReason,
+			ArgsDigest: w.Paused.Interrupts[0].ArgsDigest}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {

@@ -58,6 +58,7 @@ func main() {
 func run() error {
 	out := flag.String("out", "", "directory to write the histories to (default: testsuite/histories of this module)")
 	only := flag.String("only", "", "comma-separated flows to record (default: all)")
+	suffix := flag.String("suffix", "", `added to each file's name ("_v3": approve_v3.json), so a new rules version gets fixtures of its own beside the old ones`)
 	flag.Parse()
 	if *out == "" {
 		root, err := moduleRoot()
@@ -111,7 +112,7 @@ func run() error {
 		if len(selected) > 0 && !selected[f.name] {
 			continue
 		}
-		files, err := record(ctx, cl, filepath.Join(tmp, f.name), *out, f)
+		files, err := record(ctx, cl, filepath.Join(tmp, f.name), *out, *suffix, f)
 		if err != nil {
 			return fmt.Errorf("flow %s: %w", f.name, err)
 		}
@@ -293,7 +294,7 @@ var flows = []flow{
 // record runs one flow on a worker of its own (its own desk database under
 // dataDir, so flows never see each other's changes), waits until the run has
 // closed and writes its history (and, for allRuns, the last run's) to out.
-func record(ctx context.Context, cl client.Client, dataDir, out string, f flow) ([]string, error) {
+func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, f flow) ([]string, error) {
 	opts, desk, err := worker.Demo(dataDir)
 	if err != nil {
 		return nil, err
@@ -328,7 +329,7 @@ func record(ctx context.Context, cl client.Client, dataDir, out string, f flow) 
 	}
 
 	runs := []string{firstRun}
-	names := []string{f.name + ".json"}
+	names := []string{f.name + suffix + ".json"}
 	if f.allRuns {
 		last, err := cl.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
@@ -339,7 +340,7 @@ func record(ctx context.Context, cl client.Client, dataDir, out string, f flow) 
 			return nil, errors.New("the run never continued as new: lower history_limit")
 		}
 		runs = append(runs, lastRun)
-		names = []string{f.name + "_first.json", f.name + "_last.json"}
+		names = []string{f.name + suffix + "_first.json", f.name + suffix + "_last.json"}
 	}
 	var files []string
 	for i, runID := range runs {
@@ -448,7 +449,7 @@ func decideBySignal(ctx context.Context, cl client.Client, id, callID, kind, nam
 	if err != nil {
 		return err
 	}
-	if err := cl.SignalWorkflow(ctx, id, "", name, workflows.DecisionInput{CallID: callID, Approver: who, Reason: reason, Kind: it.Kind}); err != nil {
+	if err := cl.SignalWorkflow(ctx, id, "", name, workflows.DecisionInput{CallID: callID, Approver: who, Reason: reason, ArgsDigest: it.ArgsDigest, Kind: it.Kind}); err != nil {
 		return err
 	}
 	return nil
