@@ -25,19 +25,22 @@ type Call struct {
 type Approval struct {
 	Approver string `json:"approver"`
 	Note     string `json:"note,omitempty"`
-	// Kind says what was approved: the call at the gate (ApprovedAtGate),
-	// by the run's always_approve policy (ApprovedByPolicy), or the question the
-	// tool itself raised with an interrupt (ApprovedInterrupt). A tool's own
-	// guard must look for ApprovedInterrupt: an approval at the gate was not
-	// given with the guard's message in front of the reviewer.
-	Kind string `json:"kind"`
+	// Kind says what was approved. A tool's own guard must look for
+	// ApprovedInterrupt: an approval at the gate was not given with the
+	// guard's message in front of the reviewer.
+	Kind DecisionKind `json:"kind"`
 }
 
-// Approval kinds.
+// DecisionKind says what a decision is for: the call at the gate
+// (ApprovedAtGate), the run's always_approve policy (ApprovedByPolicy), or
+// the question the tool itself raised with an interrupt (ApprovedInterrupt).
+type DecisionKind string
+
+// Decision kinds.
 const (
-	ApprovedAtGate    = "gate"
-	ApprovedByPolicy  = "policy"
-	ApprovedInterrupt = "interrupt"
+	ApprovedAtGate    DecisionKind = "gate"
+	ApprovedByPolicy  DecisionKind = "policy"
+	ApprovedInterrupt DecisionKind = "interrupt"
 )
 
 // InterruptApproved reports whether a human approved the interrupt this

@@ -1,7 +1,10 @@
 // Package tool is toolgate's shared vocabulary: what a tool is (Spec), what a
 // proposed call is (Call), what an activity receives when it runs one
 // (Request), the errors that cross the activity boundary (ConfirmationRequired,
-// interrupts, invalid arguments) and the canonical memo key.
+// interrupts, invalid arguments), the canonical memo key, and a tool's
+// argument schema: derived from its Go argument type by New (SchemaFor), and
+// compiled and applied by the one validator (CompileSchema, Schema.Validate)
+// that the worker, the workflow and the planners share.
 //
 // Both the workflow code and the activities import this package, so it holds
 // no I/O, no clocks and no randomness.

@@ -6,19 +6,20 @@ import (
 	"fmt"
 )
 
-// Error types as they cross the activity boundary (temporal.ApplicationError.Type()).
-// A Go error type does not survive the boundary; these names do.
+// Failure types of a tool's errors as they cross the activity boundary
+// (temporal.ApplicationError.Type()). A Go error type does not survive the
+// boundary; these names do.
 const (
-	// ErrInterrupt: the tool refused to commit and asks for a human. Never retried.
-	ErrInterrupt = "ToolInterrupt"
-	// ErrInvalidArgs: the arguments are malformed or break the schema. Never retried.
-	ErrInvalidArgs = "InvalidArguments"
-	// ErrNonRetryable: the tool says retrying cannot help. Never retried.
-	ErrNonRetryable = "ToolFailure"
-	// ErrUnknownTool: no tool of that name is registered.
-	ErrUnknownTool = "UnknownTool"
-	// ErrTransient: any other tool error; retried within the tool's bounded policy.
-	ErrTransient = "ToolError"
+	// TypeInterrupt: the tool refused to commit and asks for a human. Never retried.
+	TypeInterrupt = "ToolInterrupt"
+	// TypeInvalidArgs: the arguments are malformed or break the schema. Never retried.
+	TypeInvalidArgs = "InvalidArguments"
+	// TypeToolFailure: the tool says retrying cannot help. Never retried.
+	TypeToolFailure = "ToolFailure"
+	// TypeUnknownTool: no tool of that name is registered.
+	TypeUnknownTool = "UnknownTool"
+	// TypeToolError: any other tool error; retried within the tool's bounded policy.
+	TypeToolError = "ToolError"
 )
 
 // ConfirmationRequired is raised by the gate for a destructive call that has
@@ -81,12 +82,12 @@ func ErrorType(err error) string {
 	var pe *permanentError
 	switch {
 	case errors.As(err, &ie):
-		return ErrInterrupt
+		return TypeInterrupt
 	case errors.As(err, &ae):
-		return ErrInvalidArgs
+		return TypeInvalidArgs
 	case errors.As(err, &pe):
-		return ErrNonRetryable
+		return TypeToolFailure
 	default:
-		return ErrTransient
+		return TypeToolError
 	}
 }

@@ -19,6 +19,29 @@ type ActivityFunc func(ctx context.Context, req Request) (Response, error)
 type Tool struct {
 	Spec Spec
 	Run  ActivityFunc
+
+	// err is what went wrong deriving the argument schema in New; Validate
+	// reports it.
+	err error
+}
+
+// Validate reports what is wrong with the tool, if anything: its spec
+// (Spec.Validate), a schema New could not derive from the argument type, and
+// a schema that does not compile (CompileSchema: not JSON, not a schema, or a
+// $ref outside the document). Every error names the tool.
+func (t Tool) Validate() error {
+	if err := t.Spec.Validate(); err != nil {
+		return err
+	}
+	if t.err != nil {
+		return fmt.Errorf("tool %s: %w", t.Spec.Name, t.err)
+	}
+	if len(bytes.TrimSpace(t.Spec.Schema)) > 0 {
+		if _, err := CompileSchema(t.Spec.Schema); err != nil {
+			return fmt.Errorf("tool %s: %w", t.Spec.Name, err)
+		}
+	}
+	return nil
 }
 
 // ErrorDetails travel with a tool's failure across the activity boundary.
@@ -33,8 +56,19 @@ type ErrorDetails struct {
 // decoded from the call's JSON (unknown fields refused: a typo must not pass
 // silently as a default); its result is encoded to JSON. The function can read
 // the call id, idempotency key and approval with InfoFrom.
-func New[A, R any](spec Spec, fn func(ctx context.Context, args A) (R, error)) Tool {
-	return Tool{Spec: spec, Run: func(ctx context.Context, req Request) (Response, error) {
+//
+// The tool's contract is stated once, by A: when spec.Schema is empty, New
+// derives the argument schema from A (see SchemaFor; descriptions come from
+// `jsonschema:"..."` field tags), then applies refine, in order, for what a Go
+// type cannot say (bounds, enums, defaults). An explicit spec.Schema is used
+// as given (refine is then not applied). A schema that cannot be derived is
+// reported by Tool.Validate, so a worker refuses to register it.
+func New[A, R any](spec Spec, fn func(ctx context.Context, args A) (R, error), refine ...Refine) Tool {
+	var derr error
+	if len(bytes.TrimSpace(spec.Schema)) == 0 {
+		spec.Schema, derr = SchemaFor[A](refine...)
+	}
+	return Tool{Spec: spec, err: derr, Run: func(ctx context.Context, req Request) (Response, error) {
 		attempt := int32(1)
 		if activity.IsActivity(ctx) {
 			attempt = activity.GetInfo(ctx).Attempt
@@ -78,7 +112,7 @@ func Failure(err error, attempt int32) error {
 		msg = ie.Message
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{
-		NonRetryable: typ != ErrTransient,
+		NonRetryable: typ != TypeToolError,
 		Cause:        err,
 		Details:      []any{ErrorDetails{Attempt: attempt, Message: msg}},
 	})

@@ -55,13 +55,15 @@ func (o Options) Config() workflows.WorkerConfig {
 	return cfg
 }
 
-// Validate checks the declarations: valid specs, unique names, fallbacks and
+// Validate checks the declarations: valid specs, argument schemas that
+// compile without reading disk or network (tool.Tool.Validate: a $ref
+// outside the schema's own document is refused), unique names, fallbacks and
 // invalidations that name registered tools.
 func (o Options) Validate() error {
 	names := map[string]bool{}
 	var errs []error
 	for _, t := range o.Tools {
-		if err := t.Spec.Validate(); err != nil {
+		if err := t.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 		if names[t.Spec.Name] {

@@ -2,9 +2,12 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -48,4 +51,38 @@ func TestConfigIsWhatRunsAreHeldTo(t *testing.T) {
 	require.Equal(t, []string{plan.KindOpenAI, plan.KindSupport}, cfg.Planners, "sorted, whatever the map order")
 	require.True(t, cfg.AllowAutoApprove)
 	require.False(t, cfg.SearchAttributes)
+}
+
+// recorder is a Registry that remembers what was registered.
+type recorder struct{ names []string }
+
+func (r *recorder) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
+	r.names = append(r.names, o.Name)
+}
+func (r *recorder) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
+	r.names = append(r.names, o.Name)
+}
+
+// A schema that would need a file or the network, or does not compile, is
+// refused at registration, naming the tool, and nothing is registered.
+func TestRegisterRefusesSchemasThatReachOutside(t *testing.T) {
+	for name, schema := range map[string]string{
+		"https":  `{"type":"object","properties":{"x":{"$ref":"https://example.com/x.json"}}}`,
+		"file":   `{"$ref":"file:///etc/hostname"}`,
+		"broken": `{"type":"object","required":"x"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &recorder{}
+			err := Register(r, Options{Tools: []tool.Tool{
+				noop(tool.Spec{Name: "fine"}),
+				noop(tool.Spec{Name: "remote_" + name, Schema: json.RawMessage(schema)}),
+			}})
+			require.ErrorContains(t, err, "tool remote_"+name+": schema does not compile")
+			require.Empty(t, r.names)
+		})
+	}
+	r := &recorder{}
+	require.NoError(t, Register(r, Options{Tools: []tool.Tool{noop(tool.Spec{Name: "fine",
+		Schema: json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`)})}}))
+	require.Contains(t, r.names, "fine")
 }

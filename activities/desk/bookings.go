@@ -3,11 +3,12 @@ package desk
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/toolgate/toolgate/tool"
 )
@@ -17,11 +18,11 @@ const NightlyRateCents = 12000
 
 // BookArgs are the arguments of book_hotel.
 type BookArgs struct {
-	Guest  string `json:"guest"`
-	Hotel  string `json:"hotel"`
-	Nights int    `json:"nights"`
+	Guest  string `json:"guest" jsonschema:"The guest's full name."`
+	Hotel  string `json:"hotel" jsonschema:"The hotel's name."`
+	Nights int    `json:"nights" jsonschema:"Number of nights."`
 	// BookingID, when given, is the id the new booking gets.
-	BookingID string `json:"booking_id,omitempty"`
+	BookingID string `json:"booking_id,omitempty" jsonschema:"Optional id for the new booking; one is chosen when omitted."`
 }
 
 // Booking is the result of book_hotel.
@@ -49,17 +50,6 @@ func (d *Desk) bookHotel() tool.Tool {
 			"Destructive: it creates a booking and runs only after a human approves. A compliance check " +
 			"may hold the booking for a reviewer when the input looks unsafe. A repeat of the same call " +
 			"returns the first booking (duplicate=true).",
-		Schema: json.RawMessage(`{
-			"type": "object",
-			"properties": {
-				"guest": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The guest's full name."},
-				"hotel": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The hotel's name."},
-				"nights": {"type": "integer", "minimum": 1, "maximum": 30, "description": "Number of nights."},
-				"booking_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Optional id for the new booking; one is chosen when omitted."}
-			},
-			"required": ["guest", "hotel", "nights"],
-			"additionalProperties": false
-		}`),
 		Destructive: true,
 		Timeout:     writeTimeout,
 	}, func(ctx context.Context, args BookArgs) (Booking, error) {
@@ -89,7 +79,10 @@ func (d *Desk) bookHotel() tool.Tool {
 			return Booking{}, err
 		}
 		return res, nil
-	})
+	}, nonEmpty("guest", "hotel", "booking_id"), maxLength("guest", 200), maxLength("hotel", 200), maxLength("booking_id", 64),
+		func(s *jsonschema.Schema) {
+			s.Properties["nights"].Minimum, s.Properties["nights"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(30.0)
+		})
 }
 
 // book inserts the booking keyed by the call's idempotency key, or returns

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -129,6 +130,24 @@ func (d *Desk) Tools() []tool.Tool {
 		d.carrierStatus(),
 		d.cachedOrderStatus(),
 	}
+}
+
+// Each tool's argument schema is derived from its argument struct (names,
+// types, required fields, descriptions from the jsonschema tags); the tool
+// adds what a Go type cannot say with these refinements.
+
+// nonEmpty requires the named string properties to hold at least one character.
+func nonEmpty(props ...string) tool.Refine {
+	return func(s *jsonschema.Schema) {
+		for _, p := range props {
+			s.Properties[p].MinLength = jsonschema.Ptr(1)
+		}
+	}
+}
+
+// maxLength bounds the named string property's length.
+func maxLength(prop string, n int) tool.Refine {
+	return func(s *jsonschema.Schema) { s.Properties[prop].MaxLength = jsonschema.Ptr(n) }
 }
 
 // schema is the desk's database schema. Every statement is idempotent.

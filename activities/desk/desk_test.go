@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
@@ -127,19 +126,15 @@ func TestSpecsValidateAndSchemasCompile(t *testing.T) {
 	for _, tl := range d.Tools() {
 		s := tl.Spec
 		t.Run(s.Name, func(t *testing.T) {
-			require.NoError(t, s.Validate())
+			require.NoError(t, tl.Validate(), "spec, derived schema, compiled without loading anything")
 			assert.NotEmpty(t, s.Description)
 			require.NotNil(t, tl.Run)
 
-			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(s.Schema)))
-			require.NoError(t, err)
-			c := jsonschema.NewCompiler()
-			require.NoError(t, c.AddResource(s.Name+".json", doc))
-			_, err = c.Compile(s.Name + ".json")
-			require.NoError(t, err)
-
 			var shape struct {
-				Type                 string   `json:"type"`
+				Type       string `json:"type"`
+				Properties map[string]struct {
+					Description string `json:"description"`
+				} `json:"properties"`
 				Required             []string `json:"required"`
 				AdditionalProperties *bool    `json:"additionalProperties"`
 			}
@@ -148,6 +143,9 @@ func TestSpecsValidateAndSchemasCompile(t *testing.T) {
 			assert.NotEmpty(t, shape.Required)
 			require.NotNil(t, shape.AdditionalProperties)
 			assert.False(t, *shape.AdditionalProperties)
+			for name, p := range shape.Properties {
+				assert.NotEmpty(t, p.Description, "property %s: the model is told what it is (a jsonschema tag on the arg struct)", name)
+			}
 
 			if s.Fallback != "" {
 				fb, ok := all[s.Fallback]
@@ -226,7 +224,7 @@ func TestInvalidArguments(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := call(t, d, "search_tickets", req("", args))
-			appErr := appError(t, err, tool.ErrInvalidArgs)
+			appErr := appError(t, err, tool.TypeInvalidArgs)
 			assert.True(t, appErr.NonRetryable())
 		})
 	}
@@ -235,7 +233,7 @@ func TestInvalidArguments(t *testing.T) {
 func TestGetTicketUnknownIsPermanent(t *testing.T) {
 	d, _ := openDesk(t)
 	_, err := call(t, d, "get_ticket", req("", `{"ticket_id":"TKT-9"}`))
-	appErr := appError(t, err, tool.ErrNonRetryable)
+	appErr := appError(t, err, tool.TypeToolFailure)
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, appErr.Error(), "ticket TKT-9 not found")
 }
@@ -268,7 +266,7 @@ func TestCloseTicketIsIdempotent(t *testing.T) {
 	assert.Equal(t, closedAt, tk.ClosedAt)
 
 	_, err := call(t, d, "close_ticket", approved("run-1/c-4", `{"ticket_id":"TKT-9"}`))
-	appError(t, err, tool.ErrNonRetryable)
+	appError(t, err, tool.TypeToolFailure)
 }
 
 func TestSideEffectsNeedAnIdempotencyKey(t *testing.T) {
@@ -279,7 +277,7 @@ func TestSideEffectsNeedAnIdempotencyKey(t *testing.T) {
 		"book_hotel":   `{"guest":"Ada","hotel":"Aurora","nights":1}`,
 	} {
 		_, err := call(t, d, name, approved("", args))
-		appError(t, err, tool.ErrNonRetryable)
+		appError(t, err, tool.TypeToolFailure)
 	}
 	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM payments`))
 	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM tickets WHERE status = 'closed'`))
@@ -325,19 +323,19 @@ func TestRefundRefusals(t *testing.T) {
 	var ok RefundResult
 	mustCall(t, d, "refund", approved("k-1", `{"booking_id":"BK-3","amount_cents":6000}`), &ok)
 	_, err := call(t, d, "refund", approved("k-2", `{"booking_id":"BK-3","amount_cents":6000}`))
-	appErr := appError(t, err, tool.ErrNonRetryable)
+	appErr := appError(t, err, tool.TypeToolFailure)
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), "already refunded")
 
 	_, err = call(t, d, "refund", approved("k-3", `{"booking_id":"BK-9","amount_cents":1}`))
-	appError(t, err, tool.ErrNonRetryable)
+	appError(t, err, tool.TypeToolFailure)
 
 	_, err = call(t, d, "refund", approved("k-4", `{"booking_id":"BK-1","amount_cents":0}`))
-	appError(t, err, tool.ErrInvalidArgs)
+	appError(t, err, tool.TypeInvalidArgs)
 
 	// A key that paid once cannot be reused for a different refund.
 	_, err = call(t, d, "refund", approved("k-1", `{"booking_id":"BK-3","amount_cents":100}`))
-	appError(t, err, tool.ErrNonRetryable)
+	appError(t, err, tool.TypeToolFailure)
 
 	pays, err := d.Payments(context.Background(), "BK-3")
 	require.NoError(t, err)
@@ -403,7 +401,7 @@ func TestRefundCrashAfterCommitDoesNotPayTwice(t *testing.T) {
 	}
 	args := `{"booking_id":"BK-2","amount_cents":2500}`
 	_, err := call(t, d, "refund", approved("run-1/c-4", args))
-	appErr := appError(t, err, tool.ErrTransient)
+	appErr := appError(t, err, tool.TypeToolError)
 	assert.False(t, appErr.NonRetryable(), "a crash is retried")
 
 	pays, err := d.Payments(context.Background(), "BK-2")
@@ -427,11 +425,11 @@ func TestBookHotelComplianceInterrupt(t *testing.T) {
 	args, err := json.Marshal(BookArgs{Guest: injection, Hotel: "Hotel Aurora", Nights: 2})
 	require.NoError(t, err)
 	_, err = call(t, d, "book_hotel", req("run-1/c-1", string(args)))
-	appError(t, err, tool.ErrInterrupt)
+	appError(t, err, tool.TypeInterrupt)
 	// An approval at the gate was not given with the compliance message in
 	// front of the reviewer: the check still interrupts.
 	_, err = call(t, d, "book_hotel", approved("run-1/c-1", string(args)))
-	appErr := appError(t, err, tool.ErrInterrupt)
+	appErr := appError(t, err, tool.TypeInterrupt)
 	assert.True(t, appErr.NonRetryable())
 	var details tool.ErrorDetails
 	require.NoError(t, appErr.Details(&details))
@@ -472,14 +470,14 @@ func TestBookHotelApprovedBooksOnce(t *testing.T) {
 	mustCall(t, d, "book_hotel", approved("run-1/c-2", `{"nights":1,"hotel":"Harbour Inn","guest":"Grace Hopper","booking_id":"BK-100"}`), &plain)
 	assert.Equal(t, "BK-100", plain.BookingID)
 	_, err = call(t, d, "book_hotel", approved("run-1/c-3", `{"nights":1,"hotel":"Harbour Inn","guest":"Grace Hopper","booking_id":"BK-100"}`))
-	appError(t, err, tool.ErrNonRetryable)
+	appError(t, err, tool.TypeToolFailure)
 }
 
 func TestCarrierStatusFailsTransientlyAndFallbackAnswers(t *testing.T) {
 	d, _ := openDesk(t)
 	assert.Equal(t, AlwaysFail, d.Flaky, "the demo default shows retry and fallback")
 	_, err := call(t, d, "carrier_status", req("", `{"order_id":"ORD-1001"}`))
-	appErr := appError(t, err, tool.ErrTransient)
+	appErr := appError(t, err, tool.TypeToolError)
 	assert.False(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), ErrCarrierUnavailable.Error())
 
@@ -488,7 +486,7 @@ func TestCarrierStatusFailsTransientlyAndFallbackAnswers(t *testing.T) {
 	assert.Equal(t, OrderStatus{OrderID: "ORD-1001", Status: "in transit", AsOf: "2026-03-01T09:00:00Z", Source: "desk cache", Stale: true}, cached)
 
 	_, err = call(t, d, "cached_order_status", req("", `{"order_id":"ORD-9"}`))
-	appError(t, err, tool.ErrNonRetryable)
+	appError(t, err, tool.TypeToolFailure)
 }
 
 func TestCarrierStatusFailsThenAnswers(t *testing.T) {
@@ -497,7 +495,7 @@ func TestCarrierStatusFailsThenAnswers(t *testing.T) {
 	r := tool.Request{CallID: "c-9", Args: json.RawMessage(`{"order_id":"ORD-1002"}`)}
 	for range 2 {
 		_, err := call(t, d, "carrier_status", r)
-		appError(t, err, tool.ErrTransient)
+		appError(t, err, tool.TypeToolError)
 	}
 	var live OrderStatus
 	mustCall(t, d, "carrier_status", r, &live)
@@ -547,4 +545,39 @@ func TestDeskFileIsPrivate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
 	}
+}
+
+// The schemas are derived from the arg structs; the refinements add what a
+// struct cannot say, and the workflow's validator enforces them before a
+// call reaches the gate.
+func TestDerivedSchemasKeepTheBounds(t *testing.T) {
+	d, _ := openDesk(t)
+	all := specs(d)
+	for _, c := range []struct{ tool, args, want string }{
+		{"search_tickets", `{"query":"login","limit":10,"status":"open"}`, ""},
+		{"search_tickets", `{"query":"","limit":51,"status":"pending"}`, "arguments do not match the schema: at /limit: maximum: got 51, want 50; at /query: minLength: got 0, want 1; at /status: value must be one of 'open', 'closed', 'any'"},
+		{"search_tickets", `{"qurey":"login"}`, "arguments do not match the schema: at /: additional properties 'qurey' not allowed; at /: missing property 'query'"},
+		{"get_ticket", `{"ticket_id":""}`, "arguments do not match the schema: at /ticket_id: minLength: got 0, want 1"},
+		{"close_ticket", `{"ticket_id":"TKT-3","resolution":"` + strings.Repeat("x", 2001) + `"}`, "arguments do not match the schema: at /resolution: maxLength: got 2,001, want 2,000"},
+		{"refund", `{"booking_id":"BK-2","amount_cents":0}`, "arguments do not match the schema: at /amount_cents: minimum: got 0, want 1"},
+		{"book_hotel", `{"guest":"Ann","hotel":"","nights":31,"booking_id":""}`, "arguments do not match the schema: at /booking_id: minLength: got 0, want 1; at /hotel: minLength: got 0, want 1; at /nights: maximum: got 31, want 30"},
+		{"cached_order_status", `{"order_id":""}`, "arguments do not match the schema: at /order_id: minLength: got 0, want 1"},
+	} {
+		s, err := tool.CompileSchema(all[c.tool].Schema)
+		require.NoError(t, err, c.tool)
+		err = s.Validate([]byte(c.args))
+		if c.want == "" {
+			assert.NoError(t, err, c.tool)
+		} else {
+			assert.EqualError(t, err, c.want, c.tool)
+		}
+	}
+	var search struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(all["search_tickets"].Schema, &search))
+	assert.JSONEq(t, `10`, string(search.Properties["limit"].Default))
+	assert.JSONEq(t, `"any"`, string(search.Properties["status"].Default))
 }

@@ -3,7 +3,6 @@ package desk
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 // OrderArgs are the arguments of carrier_status and cached_order_status.
 type OrderArgs struct {
-	OrderID string `json:"order_id"`
+	OrderID string `json:"order_id" jsonschema:"The order's id, e.g. \"ORD-1001\"."`
 }
 
 // OrderStatus is the result of carrier_status and cached_order_status.
@@ -31,16 +30,9 @@ type OrderStatus struct {
 // ErrCarrierUnavailable is the transient failure of the order carrier.
 var ErrCarrierUnavailable = errors.New("carrier tracking service unavailable (503)")
 
-// orderSchema is the arguments schema of both order tools: the fallback takes
-// the arguments of the call it stands in for.
-const orderSchema = `{
-	"type": "object",
-	"properties": {
-		"order_id": {"type": "string", "minLength": 1, "description": "The order's id, e.g. \"ORD-1001\"."}
-	},
-	"required": ["order_id"],
-	"additionalProperties": false
-}`
+// orderRefine completes the arguments schema of both order tools (both take
+// OrderArgs: the fallback takes the arguments of the call it stands in for).
+var orderRefine = nonEmpty("order_id")
 
 // carrierStatus declares and implements carrier_status: it asks the carrier,
 // which fails transiently as Desk.Flaky says (a plain error, so the run
@@ -53,7 +45,6 @@ func (d *Desk) carrierStatus() tool.Tool {
 		Description: "Ask the shipping carrier for an order's live delivery status. A read. The carrier is " +
 			"unreliable: failures are retried, and when it stays down the desk's last known status " +
 			"(cached_order_status, marked stale) is returned instead.",
-		Schema: json.RawMessage(orderSchema),
 		Retry: tool.RetryPolicy{
 			MaxAttempts:     3,
 			InitialInterval: 100 * time.Millisecond,
@@ -71,7 +62,7 @@ func (d *Desk) carrierStatus() tool.Tool {
 		}
 		st.AsOf, st.Source = time.Now().UTC().Format(time.RFC3339), "carrier"
 		return st, nil
-	})
+	}, orderRefine)
 }
 
 // callCarrier stands for the carrier's API: it fails the first Flaky
@@ -97,7 +88,6 @@ func (d *Desk) cachedOrderStatus() tool.Tool {
 		Name: "cached_order_status",
 		Description: "Read an order's last known delivery status from the support desk's own records " +
 			"(stale=true: it may be behind the carrier). A read; the fallback of carrier_status.",
-		Schema: json.RawMessage(orderSchema),
 	}, func(ctx context.Context, args OrderArgs) (OrderStatus, error) {
 		st, err := d.orderStatus(ctx, args.OrderID)
 		if err != nil {
@@ -105,7 +95,7 @@ func (d *Desk) cachedOrderStatus() tool.Tool {
 		}
 		st.Source, st.Stale = "desk cache", true
 		return st, nil
-	})
+	}, orderRefine)
 }
 
 // orderStatus reads an order's row; an unknown order is a permanent error.

@@ -3,19 +3,20 @@ package desk
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/toolgate/toolgate/tool"
 )
 
 // RefundArgs are the arguments of refund.
 type RefundArgs struct {
-	BookingID   string `json:"booking_id"`
-	AmountCents int64  `json:"amount_cents"`
-	Reason      string `json:"reason,omitempty"`
+	BookingID   string `json:"booking_id" jsonschema:"The booking to refund, e.g. \"BK-2\"."`
+	AmountCents int64  `json:"amount_cents" jsonschema:"Amount to refund in cents (15000 is 150.00)."`
+	Reason      string `json:"reason,omitempty" jsonschema:"Why the guest is refunded."`
 }
 
 // RefundResult is the result of refund.
@@ -51,16 +52,6 @@ func (d *Desk) refund() tool.Tool {
 			"Destructive: it moves money and runs only after a human approves this exact call. " +
 			"The refunds of one booking can never add up to more than the booking's amount. " +
 			"A repeat of the same call returns the first payment (duplicate=true) and never pays twice.",
-		Schema: json.RawMessage(`{
-			"type": "object",
-			"properties": {
-				"booking_id": {"type": "string", "minLength": 1, "description": "The booking to refund, e.g. \"BK-2\"."},
-				"amount_cents": {"type": "integer", "minimum": 1, "description": "Amount to refund in cents (15000 is 150.00)."},
-				"reason": {"type": "string", "maxLength": 500, "description": "Why the guest is refunded."}
-			},
-			"required": ["booking_id", "amount_cents"],
-			"additionalProperties": false
-		}`),
 		Destructive: true,
 		Timeout:     writeTimeout,
 	}, func(ctx context.Context, args RefundArgs) (RefundResult, error) {
@@ -79,6 +70,8 @@ func (d *Desk) refund() tool.Tool {
 			return RefundResult{}, err
 		}
 		return res, nil
+	}, nonEmpty("booking_id"), maxLength("reason", 500), func(s *jsonschema.Schema) {
+		s.Properties["amount_cents"].Minimum = jsonschema.Ptr(1.0)
 	})
 }
 

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/toolgate/toolgate/tool"
 )
@@ -20,9 +23,9 @@ const (
 
 // SearchArgs are the arguments of search_tickets.
 type SearchArgs struct {
-	Query  string `json:"query"`
-	Limit  int    `json:"limit,omitempty"`
-	Status string `json:"status,omitempty"`
+	Query  string `json:"query" jsonschema:"Text to look for in ticket titles and bodies, e.g. \"login\"."`
+	Limit  int    `json:"limit,omitempty" jsonschema:"Most tickets to return."`
+	Status string `json:"status,omitempty" jsonschema:"Only tickets with this status."`
 }
 
 // TicketSummary is one ticket in a search result.
@@ -51,16 +54,6 @@ func (d *Desk) searchTickets() tool.Tool {
 		Description: "Search support tickets whose title or body contains the query (case-insensitive). " +
 			"Returns at most `limit` tickets (id, title, status), ordered by id. A read: safe to call at any time; " +
 			"use get_ticket for a ticket's full text.",
-		Schema: json.RawMessage(`{
-			"type": "object",
-			"properties": {
-				"query": {"type": "string", "minLength": 1, "description": "Text to look for in ticket titles and bodies, e.g. \"login\"."},
-				"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Most tickets to return."},
-				"status": {"type": "string", "enum": ["open", "closed", "any"], "default": "any", "description": "Only tickets with this status."}
-			},
-			"required": ["query"],
-			"additionalProperties": false
-		}`),
 	}, func(ctx context.Context, args SearchArgs) (SearchResult, error) {
 		query := strings.TrimSpace(args.Query)
 		if query == "" {
@@ -103,12 +96,18 @@ func (d *Desk) searchTickets() tool.Tool {
 			return SearchResult{}, fmt.Errorf("search_tickets: reading rows: %w", err)
 		}
 		return res, nil
+	}, nonEmpty("query"), func(s *jsonschema.Schema) {
+		limit := s.Properties["limit"]
+		limit.Minimum, limit.Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(MaxSearchLimit))
+		limit.Default = json.RawMessage(strconv.Itoa(DefaultSearchLimit))
+		status := s.Properties["status"]
+		status.Enum, status.Default = []any{StatusOpen, StatusClosed, "any"}, json.RawMessage(`"any"`)
 	})
 }
 
 // TicketArgs are the arguments of get_ticket.
 type TicketArgs struct {
-	TicketID string `json:"ticket_id"`
+	TicketID string `json:"ticket_id" jsonschema:"The ticket's id, e.g. \"TKT-3\"."`
 }
 
 // Ticket is the result of get_ticket.
@@ -133,17 +132,9 @@ func (d *Desk) getTicket() tool.Tool {
 	return tool.New(tool.Spec{
 		Name:        "get_ticket",
 		Description: "Read one support ticket in full: title, body, status and, when closed, who closed it and when. A read: safe to call at any time.",
-		Schema: json.RawMessage(`{
-			"type": "object",
-			"properties": {
-				"ticket_id": {"type": "string", "minLength": 1, "description": "The ticket's id, e.g. \"TKT-3\"."}
-			},
-			"required": ["ticket_id"],
-			"additionalProperties": false
-		}`),
 	}, func(ctx context.Context, args TicketArgs) (Ticket, error) {
 		return d.Ticket(ctx, args.TicketID)
-	})
+	}, nonEmpty("ticket_id"))
 }
 
 // Ticket reads one ticket (what get_ticket returns). An unknown id is a
@@ -166,8 +157,8 @@ func (d *Desk) Ticket(ctx context.Context, id string) (Ticket, error) {
 
 // CloseArgs are the arguments of close_ticket.
 type CloseArgs struct {
-	TicketID   string `json:"ticket_id"`
-	Resolution string `json:"resolution,omitempty"`
+	TicketID   string `json:"ticket_id" jsonschema:"The ticket to close, e.g. \"TKT-3\"."`
+	Resolution string `json:"resolution,omitempty" jsonschema:"What was done, for the customer and the record."`
 }
 
 // CloseResult is the result of close_ticket.
@@ -189,15 +180,6 @@ func (d *Desk) closeTicket() tool.Tool {
 		Description: "Close a support ticket, with an optional resolution note for the customer. " +
 			"Destructive: it runs only after a human approves this exact call. Closing a ticket that is " +
 			"already closed changes nothing and reports already_closed=true.",
-		Schema: json.RawMessage(`{
-			"type": "object",
-			"properties": {
-				"ticket_id": {"type": "string", "minLength": 1, "description": "The ticket to close, e.g. \"TKT-3\"."},
-				"resolution": {"type": "string", "maxLength": 2000, "description": "What was done, for the customer and the record."}
-			},
-			"required": ["ticket_id"],
-			"additionalProperties": false
-		}`),
 		Destructive: true,
 		Timeout:     writeTimeout,
 		Invalidates: []string{"search_tickets", "get_ticket"},
@@ -238,5 +220,5 @@ func (d *Desk) closeTicket() tool.Tool {
 			return CloseResult{}, err
 		}
 		return res, nil
-	})
+	}, nonEmpty("ticket_id"), maxLength("resolution", 2000))
 }

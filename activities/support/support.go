@@ -141,7 +141,9 @@ type outcome struct {
 }
 
 // succeeded: the call produced a result (run now or served by the memo).
-func succeeded(e plan.Entry) bool { return e.Status == "ok" || e.Status == "cache_hit" }
+func succeeded(e plan.Entry) bool {
+	return e.Status == plan.StatusOK || e.Status == plan.StatusCacheHit
+}
 
 // searchesFor returns the results of this turn's successful searches for
 // topic, oldest first, and the last failed one if none succeeded.
@@ -186,7 +188,7 @@ func closeOutcome(turn []plan.Entry, ticketID string) (plan.Entry, bool) {
 // closeAnswer words the outcome of closing t.
 func closeAnswer(t ticket, e plan.Entry) string {
 	switch e.Status {
-	case "ok", "cache_hit":
+	case plan.StatusOK, plan.StatusCacheHit:
 		var res struct {
 			AlreadyClosed bool `json:"already_closed"`
 		}
@@ -194,11 +196,11 @@ func closeAnswer(t ticket, e plan.Entry) string {
 			return fmt.Sprintf("%s was already closed; nothing changed.", describe(t))
 		}
 		return fmt.Sprintf("Closed %s.", describe(t))
-	case "rejected":
+	case plan.StatusRejected:
 		return fmt.Sprintf("I did not close %s: the reviewer said no (%s).", describe(t), reason(e))
-	case "expired":
+	case plan.StatusExpired:
 		return fmt.Sprintf("I did not close %s: nobody approved it in time (%s).", describe(t), reason(e))
-	case "blocked":
+	case plan.StatusBlocked:
 		return fmt.Sprintf("I did not close %s: this run may not close tickets (%s).", describe(t), reason(e))
 	default:
 		return fmt.Sprintf("I could not close %s: %s.", describe(t), reason(e))
