@@ -8,8 +8,10 @@
 #
 # The builder's Go version is go.mod's `go` line (deploy/compose_test.go checks
 # that they match). modernc.org/sqlite is pure Go, so the binary is static
-# (CGO_ENABLED=0) and runs on distroless/static. deploy/compose_test.go runs the
-# `go build` line below natively, so it cannot drift from a build that works.
+# (CGO_ENABLED=0) and runs on distroless/static. .ci/run runs the `go build`
+# line below natively (and deploy/static_binary_test.go checks the binary), so
+# it cannot drift from a build that works. No build tags: fault injection
+# (-tags toolgate_fault) is for the end-to-end suite only.
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src

@@ -35,7 +35,9 @@ Usage:
   toolgate reject  ID CALL_ID... --reason TEXT [--as NAME]
   toolgate pending [--json]
   toolgate replay FILE...
-  toolgate bench  [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
+
+The benchmark is a command of its own (BENCHMARKS.md):
+  go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
 
 --address defaults to $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace to
 $TEMPORAL_NAMESPACE or default, --data to .toolgate/ under the current directory.
@@ -83,7 +85,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
-		"bench": c.bench,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

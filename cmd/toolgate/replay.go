@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/replay"
 )
 
 // replay is `toolgate replay FILE...`: replay exported histories

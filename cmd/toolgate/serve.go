@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/plan"
@@ -88,7 +88,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, allowAuto bool, met
 	if err != nil {
 		return nil, err
 	}
-	opts, d, err := worker.Demo(dataDir)
+	opts, d, err := demo.Options(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -152,13 +152,13 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	opts, d, err := worker.Demo(*data)
+	opts, d, err := demo.Options(*data)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if tool := os.Getenv(crashAfterCommitEnv); tool != "" {
-		d.FailAfterCommit = crashAfterCommit(tool)
+	if hook := faultAfterCommit(); hook != nil { // nil unless built with -tags toolgate_fault (fault.go)
+		d.FailAfterCommit = hook
 	}
 	opts.AllowAutoApprove = *sv.allowAuto
 	opts.SearchAttributes = *searchAttrs
@@ -258,22 +258,6 @@ func (c *cli) sendAndSay(ctx context.Context, cl client.Client, id, name string,
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// crashAfterCommitEnv names a fault-injection switch for the end-to-end
-// suite: the worker kills itself (SIGKILL, no cleanup) right after the named
-// tool has committed its side effect and before the activity reports back —
-// the worst moment for exactly-once. Never set it in production.
-const crashAfterCommitEnv = "TOOLGATE_FAULT_CRASH_AFTER_COMMIT"
-
-func crashAfterCommit(toolName string) func(string) error {
-	return func(name string) error {
-		if name == toolName {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-		return nil
-	}
 }
 
 // serving holds the flags dev and worker share.

@@ -17,7 +17,7 @@ import (
 
 // The tests assert what does not depend on timing: exact event counts of real
 // histories, continue-as-new and replay. Timing figures are only reported, by
-// the benchmarks below and by `toolgate bench`.
+// the benchmarks below and by cmd/toolgate-bench.
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

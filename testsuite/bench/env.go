@@ -9,7 +9,7 @@
 // after another with nothing around them.
 //
 // `go test -bench . ./testsuite/bench` runs the suite as benchmarks;
-// `toolgate bench` prints it as a table (see BENCHMARKS.md).
+// `go run ./cmd/toolgate-bench` prints it as a table (see BENCHMARKS.md).
 package bench
 
 import (

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -491,7 +491,7 @@ type SessionResult struct {
 	Replay  []time.Duration
 	Replays int
 	// FileReplay is the replay of the longest run exported as JSON (what
-	// `toolgate replay FILE` and testsuite/replay.File do: read, decode,
+	// `toolgate replay FILE` and replay.File do: read, decode,
 	// replay); FileBytes is that file's size.
 	FileReplay time.Duration
 	FileBytes  int
@@ -565,7 +565,7 @@ func MeasureSession(ctx context.Context, e *Env, s Session, limit, replays int, 
 }
 
 // replayFile exports a run's history as JSON to a temporary file and times
-// testsuite/replay.File on it (median of n).
+// replay.File on it (median of n).
 func replayFile(rh RunHistory, n int) (time.Duration, int, error) {
 	b, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(rh.History)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities/desk"
 	openaiplanner "github.com/toolgate/toolgate/activities/openai"
+	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/worker"
@@ -75,7 +76,7 @@ func StartEnv(ctx context.Context, dir string, planner openaiplanner.Options) (_
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", e.Server.Address(), err)
 	}
-	if e.Desk, err = desk.Open(filepath.Join(dir, worker.DeskFile)); err != nil {
+	if e.Desk, err = desk.Open(filepath.Join(dir, demo.DeskFile)); err != nil {
 		return nil, err
 	}
 	opts := worker.Options{

@@ -23,7 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/activities/desk"
 	"github.com/toolgate/toolgate/plan"
-	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )

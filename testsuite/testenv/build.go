@@ -14,11 +14,16 @@ import (
 // BuildTimeout bounds BuildToolgate (go env and go build together).
 const BuildTimeout = 10 * time.Minute
 
+// FaultTag is the build tag that compiles fault injection into cmd/toolgate.
+const FaultTag = "toolgate_fault"
+
 // BuildToolgate builds ./cmd/toolgate of the module the current directory is
 // in (its root found with `go env GOMOD`) into dir, and returns the binary's
 // path. The binary is built with -ldflags="-s -w" (no symbol tables or DWARF:
-// smaller, and it links faster). On failure the error includes go build's
-// output.
+// smaller, and it links faster) and with -tags toolgate_fault, which compiles
+// in the fault injection the end-to-end suite uses
+// (TOOLGATE_FAULT_CRASH_AFTER_COMMIT, cmd/toolgate/fault.go) and that the
+// shipped binary lacks. On failure the error includes go build's output.
 func BuildToolgate(dir string) (path string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
 	defer cancel()
@@ -31,7 +36,7 @@ func BuildToolgate(dir string) (path string, err error) {
 		return "", fmt.Errorf("go env GOMOD: not inside a module")
 	}
 	bin := filepath.Join(dir, "toolgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./cmd/toolgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", FaultTag, "-ldflags=-s -w", "-o", bin, "./cmd/toolgate")
 	cmd.Dir = filepath.Dir(gomod)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf

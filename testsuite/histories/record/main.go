@@ -1,6 +1,6 @@
 // Command record records the replay fixtures under testsuite/histories: it
 // starts the embedded Temporal server on a temporary directory, runs one
-// AgentRun per flow against toolgate's own demo worker (worker.Demo with
+// AgentRun per flow against toolgate's own demo worker (demo.Options with
 // AllowAutoApprove and SearchAttributes), drives each run (approvals,
 // rejections, messages) until it has closed, and writes its history as JSON in
 // the format of `temporal workflow show --output json` (protojson of
@@ -17,7 +17,7 @@
 //
 // Re-record only on purpose: the point of the fixtures is that they were made
 // by an older version of the workflow code. When one of them stops replaying
-// (go test ./testsuite/replay), the change would break runs in flight: guard
+// (go test ./replay), the change would break runs in flight: guard
 // it with workflow.GetVersion rather than re-recording the fixture.
 package main
 
@@ -40,9 +40,10 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
-	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -295,7 +296,7 @@ var flows = []flow{
 // dataDir, so flows never see each other's changes), waits until the run has
 // closed and writes its history (and, for allRuns, the last run's) to out.
 func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, f flow) ([]string, error) {
-	opts, desk, err := worker.Demo(dataDir)
+	opts, desk, err := demo.Options(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +413,7 @@ func waitFor(ctx context.Context, cl client.Client, id string, ok func(workflows
 }
 
 // waitPending waits until callID waits for a decision of the given kind.
-func waitPending(ctx context.Context, cl client.Client, id, callID, kind string) (workflows.Interrupt, error) {
+func waitPending(ctx context.Context, cl client.Client, id, callID string, kind tool.DecisionKind) (workflows.Interrupt, error) {
 	var it workflows.Interrupt
 	err := waitFor(ctx, cl, id, func(s workflows.State) bool {
 		for _, i := range s.Interrupts {
@@ -427,7 +428,7 @@ func waitPending(ctx context.Context, cl client.Client, id, callID, kind string)
 }
 
 // decideByUpdate sends approve or reject as an update, bound to the digest.
-func decideByUpdate(ctx context.Context, cl client.Client, id, callID, kind, name, who, reason string) error {
+func decideByUpdate(ctx context.Context, cl client.Client, id, callID string, kind tool.DecisionKind, name, who, reason string) error {
 	it, err := waitPending(ctx, cl, id, callID, kind)
 	if err != nil {
 		return err
@@ -444,7 +445,7 @@ func decideByUpdate(ctx context.Context, cl client.Client, id, callID, kind, nam
 
 // decideBySignal sends approve or reject as a signal (as the stock temporal
 // CLI would) and waits until the run has taken it.
-func decideBySignal(ctx context.Context, cl client.Client, id, callID, kind, name, who, reason string) error {
+func decideBySignal(ctx context.Context, cl client.Client, id, callID string, kind tool.DecisionKind, name, who, reason string) error {
 	it, err := waitPending(ctx, cl, id, callID, kind)
 	if err != nil {
 		return err

@@ -1,20 +1,43 @@
+// Command toolgate-bench measures the cost of toolgate's safety side by side
+// with bare Temporal, on an embedded server in this process, and prints the
+// table (BENCHMARKS.md explains every figure):
+//
+//	go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--parallel P] [--mixed] [--hits N] [--reruns N]
+//	                            [--session LIST] [--history-limit N] [--replays N] [--data DIR] [--json FILE] [--quiet]
+//
+// It is a command of its own so that the toolgate binary links none of the
+// benchmark suite (testsuite/bench).
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/toolgate/toolgate/testsuite/bench"
 )
 
-// bench measures the cost of toolgate's safety side by side with bare
-// Temporal, on an embedded server in this process, and prints the table
-// (BENCHMARKS.md explains every figure).
-func (c *cli) bench(ctx context.Context, args []string) error {
-	fs := c.flags("bench")
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "toolgate-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("toolgate-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	calls := fs.Int("calls", 50, "calls per run in the calls-per-second comparison")
 	rounds := fs.Int("rounds", 5, "rounds of every timed comparison (figures are their medians)")
 	parallel := fs.Int("parallel", 1, "runs in flight at once on each side of the calls-per-second comparison")
@@ -27,20 +50,21 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 	data := fs.String("data", "", "data directory of the embedded server (default: a temporary directory, removed afterwards)")
 	jsonOut := fs.String("json", "", "also write the raw figures as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if pos, err := parse(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
-	} else if len(pos) > 0 {
-		return fmt.Errorf("bench takes no arguments, got %q", pos)
+	}
+	if pos := fs.Args(); len(pos) > 0 {
+		return fmt.Errorf("toolgate-bench takes no arguments, got %q", pos)
 	}
 	ss, err := bench.ParseSessions(*sessions)
 	if err != nil {
 		return err
 	}
-	var progress io.Writer = c.stderr
+	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
 	}
-	fmt.Fprintln(c.stderr, "starting the embedded Temporal server and a worker…")
+	fmt.Fprintln(stderr, "starting the embedded Temporal server and a worker…")
 	env, err := bench.Start(ctx, bench.Options{DataDir: *data})
 	if err != nil {
 		return err
@@ -51,7 +75,7 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	report.Table(c.stdout)
+	report.Table(stdout)
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(report, "", "  ")
 		if err != nil {

@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/toolgate/toolgate/testsuite/replay"
+	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/workflows"
 )
 
 // histories are the recorded fixtures (go run ./testsuite/histories/record).
-const histories = "../histories"
+const histories = "../testsuite/histories"
 
 // flows are the fixtures that must be there: one per recorded flow.
 var flows = []string{

@@ -1,0 +1,38 @@
+//go:build toolgate_fault
+
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+// This file is fault injection for the end-to-end suite, compiled only with
+// -tags toolgate_fault (testsuite/testenv.BuildToolgate builds so). The
+// shipped binary and the image are built without the tag and take
+// nofault.go's faultAfterCommit instead, which ignores the variable below.
+
+// crashAfterCommitEnv names a fault-injection switch: the worker kills itself
+// (SIGKILL, no cleanup) right after the named tool has committed its side
+// effect and before the activity reports back — the worst moment for
+// exactly-once.
+const crashAfterCommitEnv = "TOOLGATE_FAULT_CRASH_AFTER_COMMIT"
+
+// faultAfterCommit returns the demo desk's after-commit hook that
+// $TOOLGATE_FAULT_CRASH_AFTER_COMMIT asks for, or nil when it is unset.
+func faultAfterCommit() func(string) error {
+	if tool := os.Getenv(crashAfterCommitEnv); tool != "" {
+		return crashAfterCommit(tool)
+	}
+	return nil
+}
+
+func crashAfterCommit(toolName string) func(string) error {
+	return func(name string) error {
+		if name == toolName {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+		return nil
+	}
+}

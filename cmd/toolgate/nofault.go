@@ -1,0 +1,8 @@
+//go:build !toolgate_fault
+
+package main
+
+// faultAfterCommit is the demo desk's after-commit hook: none. Fault
+// injection (TOOLGATE_FAULT_CRASH_AFTER_COMMIT) exists only in binaries built
+// with -tags toolgate_fault, for the end-to-end suite (fault.go).
+func faultAfterCommit() func(string) error { return nil }

@@ -1,0 +1,40 @@
+// Package demo composes toolgate's own demo worker: the support desk of
+// activities/desk (a SQLite file) and the support and OpenAI planners. It is
+// what `toolgate demo`, `toolgate dev` and `toolgate worker` run; a program of
+// your own passes its own tools and planners to worker.Start instead.
+package demo
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/toolgate/toolgate/activities/desk"
+	openaiplanner "github.com/toolgate/toolgate/activities/openai"
+	"github.com/toolgate/toolgate/activities/support"
+	"github.com/toolgate/toolgate/internal/private"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/worker"
+)
+
+// DeskFile is the demo desk's database file name under a data directory.
+const DeskFile = "desk.db"
+
+// Options returns the options of toolgate's demo worker: the demo support
+// desk (its SQLite file under dataDir) and the support and OpenAI planners.
+// Close the returned desk when the worker stops.
+func Options(dataDir string) (worker.Options, *desk.Desk, error) {
+	if err := private.Dir(dataDir); err != nil {
+		return worker.Options{}, nil, fmt.Errorf("creating data directory: %w", err)
+	}
+	d, err := desk.Open(filepath.Join(dataDir, DeskFile))
+	if err != nil {
+		return worker.Options{}, nil, err
+	}
+	return worker.Options{
+		Tools: d.Tools(),
+		Planners: map[string]worker.PlanFunc{
+			plan.KindSupport: support.Plan,
+			plan.KindOpenAI:  openaiplanner.New(openaiplanner.OptionsFromEnv()).Plan,
+		},
+	}, d, nil
+}
