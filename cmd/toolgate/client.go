@@ -9,12 +9,9 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -43,25 +40,24 @@ func (c *cli) start(ctx context.Context, args []string) error {
 	if *approval != "" {
 		in.Approval = *approval
 	}
-	cl, err := c.dial(ctx, cn)
+	tc, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: *id, TaskQueue: *tq,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, workflows.WorkflowName, in)
+	defer tc.Close()
+	cl := tgclient.New(tc, tgclient.WithTaskQueue(*tq))
+	wr, err := cl.Start(ctx, *id, in)
 	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			return fmt.Errorf("a run with id %s is already running: pick another --id, or look at it with `toolgate status %s`", *id, *id)
+		if errors.Is(err, tgclient.ErrRefusedInput) && strings.Contains(err.Error(), "already running") {
+			return fmt.Errorf("%w: pick another --id, or look at it with `toolgate status %s`", err, *id)
 		}
-		return fmt.Errorf("starting run %s: %w", *id, err)
+		return err
 	}
 	fmt.Fprintf(c.stdout, "started %s (run %s) on task queue %s\n", wr.GetID(), wr.GetRunID(), *tq)
 	if !*wait {
 		return nil
 	}
-	res, err := c.follow(ctx, cl, cn, *id, nil)
+	res, err := c.follow(ctx, tc, cn, *id, nil)
 	if err != nil {
 		return err
 	}
@@ -102,67 +98,16 @@ func resultError(res workflows.RunResult) error {
 	}
 }
 
-// snapshot is what the client commands show of a run: its state and trace,
-// from queries while it runs, from its result once it has ended.
-type snapshot struct {
-	state  workflows.State
-	trace  []workflows.TraceRecord
-	result *workflows.RunResult
-}
-
-// look reads a run's state and trace.
-func (c *cli) look(ctx context.Context, cl client.Client, id string) (snapshot, error) {
-	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return snapshot{}, fmt.Errorf("no run with id %s in this namespace", id)
-		}
-		return snapshot{}, fmt.Errorf("describing run %s: %w", id, err)
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		var res workflows.RunResult
-		if err := cl.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-			st := workflows.State{Status: workflows.StatusFailed, Error: err.Error(), Next: []string{}, Interrupts: []workflows.Interrupt{}}
-			return snapshot{state: st, result: &workflows.RunResult{Status: workflows.StatusFailed, Error: err.Error()}}, nil
-		}
-		st := workflows.State{Status: res.Status, Answer: res.Answer, Error: res.Error, BlockedOn: res.BlockedOn, Next: []string{}, Interrupts: []workflows.Interrupt{}}
-		return snapshot{state: st, trace: res.Trace, result: &res}, nil
-	}
-	var s snapshot
-	if err := query(ctx, cl, id, workflows.QueryState, &s.state); err != nil {
-		return snapshot{}, err
-	}
-	if err := query(ctx, cl, id, workflows.QueryTrace, &s.trace); err != nil {
-		return snapshot{}, err
-	}
-	return s, nil
-}
-
-// querier is the part of client.Client that query uses.
-type querier interface {
-	QueryWorkflow(ctx context.Context, workflowID string, runID string, queryType string, args ...any) (converter.EncodedValue, error)
-}
-
-func query(ctx context.Context, cl querier, id, name string, out any) error {
-	if err := queryRaw(ctx, cl, id, name, out); err != nil {
-		return fmt.Errorf("querying %s of run %s (is a toolgate worker running on its task queue?): %w", name, id, err)
-	}
-	return nil
-}
-
-// queryRaw is query without the advice in its error.
-func queryRaw(ctx context.Context, cl querier, id, name string, out any) error {
+// look reads a run's state and trace, with advice when a query finds no worker.
+func look(ctx context.Context, cl *tgclient.Client, id string) (tgclient.Snapshot, error) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := cl.QueryWorkflow(qctx, id, "", name)
-	if err != nil {
-		return err
+	s, err := cl.Look(qctx, id)
+	var refusal *tgclient.Error
+	if err != nil && !errors.As(err, &refusal) {
+		return s, fmt.Errorf("querying run %s (is a toolgate worker running on its task queue?): %w", id, err)
 	}
-	if err := v.Get(out); err != nil {
-		return fmt.Errorf("decoding its %s: %w", name, err)
-	}
-	return nil
+	return s, err
 }
 
 // status is `toolgate status ID`.
@@ -170,11 +115,11 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	return c.show(ctx, "status", args, c.renderStatus)
 }
 
-func (c *cli) renderStatus(s snapshot, asJSON bool) error {
+func (c *cli) renderStatus(s tgclient.Snapshot, asJSON bool) error {
 	if asJSON {
-		return c.json(s.state)
+		return c.json(s.State)
 	}
-	printState(c.stdout, s.state)
+	printState(c.stdout, s.State)
 	return nil
 }
 
@@ -183,11 +128,11 @@ func (c *cli) next(ctx context.Context, args []string) error {
 	return c.show(ctx, "next", args, c.renderNext)
 }
 
-func (c *cli) renderNext(s snapshot, asJSON bool) error {
+func (c *cli) renderNext(s tgclient.Snapshot, asJSON bool) error {
 	if asJSON {
-		return c.json(s.state.Next)
+		return c.json(s.State.Next)
 	}
-	for _, n := range s.state.Next {
+	for _, n := range s.State.Next {
 		fmt.Fprintln(c.stdout, oneLine(n))
 	}
 	return nil
@@ -198,15 +143,15 @@ func (c *cli) trace(ctx context.Context, args []string) error {
 	return c.show(ctx, "trace", args, c.renderTrace)
 }
 
-func (c *cli) renderTrace(s snapshot, asJSON bool) error {
+func (c *cli) renderTrace(s tgclient.Snapshot, asJSON bool) error {
 	if asJSON {
-		return c.json(s.trace)
+		return c.json(s.Trace)
 	}
-	printTrace(c.stdout, s.trace)
+	printTrace(c.stdout, s.Trace)
 	return nil
 }
 
-func (c *cli) show(ctx context.Context, name string, args []string, render func(snapshot, bool) error) error {
+func (c *cli) show(ctx context.Context, name string, args []string, render func(tgclient.Snapshot, bool) error) error {
 	fs := c.flags(name)
 	cn := c.connFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -217,12 +162,12 @@ func (c *cli) show(ctx context.Context, name string, args []string, render func(
 	if len(pos) != 1 {
 		return fmt.Errorf("%s needs exactly one run id", name)
 	}
-	cl, err := c.dial(ctx, cn)
+	tc, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	s, err := c.look(ctx, cl, pos[0])
+	defer tc.Close()
+	s, err := look(ctx, tgclient.New(tc), pos[0])
 	if err != nil {
 		return err
 	}
@@ -258,51 +203,42 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	if len(pos) < 2 {
 		return fmt.Errorf("%s needs a run id and at least one call id", name)
 	}
-	if name == "reject" && strings.TrimSpace(*reason) == "" {
-		return errors.New("reject needs --reason: the planner is told why")
-	}
-	cl, err := c.dial(ctx, cn)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	id := pos[0]
-	s, err := c.look(ctx, cl, id)
-	if err != nil {
-		return err
-	}
-	var failed int
-	for _, callID := range pos[1:] {
-		in := workflows.DecisionInput{CallID: callID, Approver: *as, Note: *note, Reason: *reason}
-		for _, it := range s.state.Interrupts {
-			if it.CallID == callID {
-				in.ArgsDigest, in.Kind = it.ArgsDigest, it.Kind
-				fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, oneLine(callID), oneLine(it.Tool), oneLineBytes(it.CallArgs))
-			}
+	who := tgclient.Decider{Approver: *as, Text: *note}
+	decide := (*tgclient.Client).Approve
+	if name == "reject" {
+		if strings.TrimSpace(*reason) == "" {
+			return errors.New("reject needs --reason: the planner is told why")
 		}
-		res, err := sendDecision(ctx, cl, id, name, in)
-		if err != nil {
-			failed++
-			fmt.Fprintf(c.stderr, "%s %s refused: %s\n", name, oneLine(callID), multiLine(err.Error()))
+		who.Text, decide = *reason, (*tgclient.Client).Reject
+	}
+	tc, err := c.dial(ctx, cn)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	outs, err := decide(tgclient.New(tc), ctx, pos[0], who, pos[1:]...)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		if it := o.Interrupt; it.CallID != "" {
+			fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, oneLine(it.CallID), oneLine(it.Tool), oneLineBytes(it.CallArgs))
+		}
+		if o.Err != nil {
+			fmt.Fprintf(c.stderr, "%s %s refused: %s\n", name, oneLine(o.CallID), multiLine(o.Err.Error()))
 			continue
 		}
-		printDecision(c.stdout, res)
+		printDecision(c.stdout, o.Result)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d decisions refused", failed, len(pos)-1)
+	if n := tgclient.Refused(outs); n > 0 {
+		return fmt.Errorf("%d of %d decisions refused", n, len(outs))
 	}
 	return nil
 }
 
-// sendDecision sends an approve or reject update and waits for its answer.
-func sendDecision(ctx context.Context, cl client.Client, id, name string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
-	h, err := cl.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{in},
-		WaitForStage: client.WorkflowUpdateStageCompleted})
-	if err != nil {
-		return workflows.DecisionResult{}, err
-	}
-	var res workflows.DecisionResult
-	return res, h.Get(ctx, &res)
+// sendDecision sends one decision, bound as given, and waits for its answer.
+func sendDecision(ctx context.Context, tc client.Client, id, name string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+	return tgclient.New(tc).Decide(ctx, id, name == "approve", in)
 }
 
 // pending is `toolgate pending`: every run waiting for a decision.
@@ -320,27 +256,27 @@ func (c *cli) pending(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := c.dial(ctx, cn)
+	tc, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	res, err := inbox(ctx, cl)
+	defer tc.Close()
+	res, err := tgclient.New(tc).AllPending(ctx)
 	return c.printPending(res, err, *asJSON)
 }
 
-func (c *cli) printPending(res inboxResult, err error, asJSON bool) error {
+func (c *cli) printPending(res tgclient.PendingPage, err error, asJSON bool) error {
 	if len(res.Failed) > 0 {
 		if asJSON {
 			enc := json.NewEncoder(c.stderr)
 			if err := enc.Encode(struct {
-				Failed []runFailure `json:"failed"`
+				Failed []tgclient.RunFailure `json:"failed"`
 			}{res.Failed}); err != nil {
 				return err
 			}
 		} else {
 			for _, f := range res.Failed {
-				fmt.Fprintf(c.stderr, "run %s not listed: its state query failed: %s\n", oneLine(f.Run), multiLine(f.Error))
+				fmt.Fprintf(c.stderr, "run %s not listed: its state query failed: %s\n", oneLine(f.RunID), multiLine(f.Error))
 			}
 		}
 	}
@@ -348,81 +284,8 @@ func (c *cli) printPending(res inboxResult, err error, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		return c.json(res.Items)
+		return c.json(res.Calls)
 	}
-	printInbox(c.stdout, res.Items)
+	printInbox(c.stdout, res.Calls)
 	return nil
-}
-
-// inboxItem is one call waiting for a decision, in some run.
-type inboxItem struct {
-	RunID string `json:"run"`
-	workflows.Interrupt
-}
-
-// runFailure is a run whose state could not be queried.
-type runFailure struct {
-	Run   string `json:"run"`
-	Error string `json:"error"`
-}
-
-// inboxResult is what inbox found: the waiting calls of the runs it could
-// query, and the runs it could not.
-type inboxResult struct {
-	Items  []inboxItem
-	Failed []runFailure
-}
-
-// runSource is the part of client.Client that inbox uses.
-type runSource interface {
-	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	querier
-}
-
-// inbox lists the interrupts of every running AgentRun. With toolgate's
-// search attributes it asks visibility for the waiting runs only; without
-// them it asks every running AgentRun. A run whose state query fails is
-// reported in Failed and the others are listed; the error is for a failed
-// listing, or when every run found failed its query.
-func inbox(ctx context.Context, cl runSource) (inboxResult, error) {
-	q := fmt.Sprintf(`WorkflowType = %q AND ExecutionStatus = "Running"`, workflows.WorkflowName)
-	waiting := q + fmt.Sprintf(` AND %s = %q`, workflows.SearchAttrStatus, workflows.StatusWaitingForApproval)
-	ids, err := listRuns(ctx, cl, waiting)
-	if err != nil {
-		if ids, err = listRuns(ctx, cl, q); err != nil {
-			return inboxResult{}, fmt.Errorf("listing runs: %w", err)
-		}
-	}
-	res := inboxResult{Items: []inboxItem{}}
-	for _, id := range ids {
-		var st workflows.State
-		if err := queryRaw(ctx, cl, id, workflows.QueryState, &st); err != nil {
-			res.Failed = append(res.Failed, runFailure{Run: id, Error: err.Error()})
-			continue
-		}
-		for _, it := range st.Interrupts {
-			res.Items = append(res.Items, inboxItem{RunID: id, Interrupt: it})
-		}
-	}
-	if len(ids) > 0 && len(res.Failed) == len(ids) {
-		return res, fmt.Errorf("none of the %d runs found could be queried (is a toolgate worker running on their task queue?)", len(ids))
-	}
-	return res, nil
-}
-
-func listRuns(ctx context.Context, cl runSource, query string) ([]string, error) {
-	var ids []string
-	var token []byte
-	for {
-		resp, err := cl.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range resp.GetExecutions() {
-			ids = append(ids, e.GetExecution().GetWorkflowId())
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return ids, nil
-		}
-	}
 }

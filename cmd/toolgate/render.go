@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -51,7 +52,7 @@ func printInterrupt(w io.Writer, run string, it workflows.Interrupt) {
 		run = oneLine(run) + " "
 	}
 	fmt.Fprintf(w, "waiting: %s%s %s %s (%s: %s) since %s, expires %s, digest %s\n", run, oneLine(it.CallID), oneLine(it.Tool),
-		oneLineBytes(it.CallArgs), oneLine(it.Kind), oneLine(it.Reason), it.RequestedAt.Format(time.RFC3339),
+		oneLineBytes(it.CallArgs), oneLine(string(it.Kind)), oneLine(it.Reason), it.RequestedAt.Format(time.RFC3339),
 		it.ExpiresAt.Format(time.RFC3339), oneLine(it.ArgsDigest))
 }
 
@@ -101,7 +102,7 @@ func printRecord(w io.Writer, r workflows.TraceRecord) {
 	fmt.Fprintf(w, "  %-4s %-16s %-11s %s\n", oneLine(r.CallID), oneLine(r.Tool), oneLine(r.Status), detail(r))
 }
 
-func printInbox(w io.Writer, items []inboxItem) {
+func printInbox(w io.Writer, items []tgclient.PendingCall) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no run is waiting for a decision")
 		return
@@ -110,7 +111,7 @@ func printInbox(w io.Writer, items []inboxItem) {
 	fmt.Fprintln(tw, "RUN\tCALL\tTOOL\tARGUMENTS\tKIND\tWAITING SINCE\tEXPIRES")
 	for _, it := range items {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(it.RunID), oneLine(it.CallID), oneLine(it.Tool),
-			oneLineBytes(it.CallArgs), oneLine(it.Kind),
+			oneLineBytes(it.CallArgs), oneLine(string(it.Kind)),
 			it.RequestedAt.Format(time.RFC3339), it.ExpiresAt.Format(time.RFC3339))
 	}
 	_ = tw.Flush()
@@ -121,31 +122,32 @@ func printInbox(w io.Writer, items []inboxItem) {
 // (nil: only print how to decide).
 // address and namespace are where the run is, for the instructions printed
 // when nobody decides here.
-func (c *cli) follow(ctx context.Context, cl client.Client, cn *conn, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
+func (c *cli) follow(ctx context.Context, tc client.Client, cn *conn, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
+	cl := tgclient.New(tc)
 	shown := 0
 	asked := map[string]bool{}
 	for {
-		s, err := c.look(ctx, cl, id)
+		s, err := look(ctx, cl, id)
 		if err != nil {
 			return workflows.RunResult{}, err
 		}
-		for _, r := range s.trace {
+		for _, r := range s.Trace {
 			if r.Seq > shown {
 				printRecord(c.stdout, r)
 				shown = r.Seq
 			}
 		}
-		if s.result != nil {
-			fmt.Fprintf(c.stdout, "run %s: %s\n", oneLine(id), oneLine(s.result.Status))
-			if s.result.Answer != "" {
-				fmt.Fprintf(c.stdout, "answer: %s\n", block(s.result.Answer, "        "))
+		if s.Result != nil {
+			fmt.Fprintf(c.stdout, "run %s: %s\n", oneLine(id), oneLine(s.Result.Status))
+			if s.Result.Answer != "" {
+				fmt.Fprintf(c.stdout, "answer: %s\n", block(s.Result.Answer, "        "))
 			}
-			if s.result.Error != "" {
-				fmt.Fprintf(c.stdout, "error: %s\n", block(s.result.Error, "       "))
+			if s.Result.Error != "" {
+				fmt.Fprintf(c.stdout, "error: %s\n", block(s.Result.Error, "       "))
 			}
-			return *s.result, nil
+			return *s.Result, nil
 		}
-		for _, it := range s.state.Interrupts {
+		for _, it := range s.State.Interrupts {
 			key := fmt.Sprintf("%s@%s", it.CallID, it.RequestedAt.Format(time.RFC3339Nano))
 			if asked[key] {
 				continue

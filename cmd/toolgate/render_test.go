@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -32,7 +33,7 @@ const (
 // hostileSnapshot is a run whose every text holds h; its raw JSON arguments
 // and results hold h unescaped (as only a broken peer could send it) when
 // raw, else as valid JSON.
-func hostileSnapshot(h string, raw bool) snapshot {
+func hostileSnapshot(h string, raw bool) tgclient.Snapshot {
 	js := func(prefix, tail string) json.RawMessage {
 		if raw {
 			return json.RawMessage(`{"` + prefix + `":"` + h + tail + `"}`)
@@ -42,9 +43,9 @@ func hostileSnapshot(h string, raw bool) snapshot {
 	}
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	it := workflows.Interrupt{CallID: "c-3" + h, Tool: "close_ticket" + h, CallArgs: js("q", ""),
-		ArgsDigest: "d" + h, Kind: workflows.KindGate + h, Reason: h, RequestedAt: at, ExpiresAt: at}
-	return snapshot{
-		state: workflows.State{
+		ArgsDigest: "d" + h, Kind: workflows.KindGate + tool.DecisionKind(h), Reason: h, RequestedAt: at, ExpiresAt: at}
+	return tgclient.Snapshot{
+		State: workflows.State{
 			Status:     "waiting_for_approval" + h,
 			Turn:       1,
 			Next:       []string{"gate:close_ticket" + h},
@@ -54,7 +55,7 @@ func hostileSnapshot(h string, raw bool) snapshot {
 			BlockedOn:  &tool.ConfirmationRequired{CallID: h, Tool: h, CallArgs: js("q", "")},
 			Refused:    []workflows.Refusal{{Signal: "approve" + h, CallID: h, Error: h, At: at}},
 		},
-		trace: []workflows.TraceRecord{
+		Trace: []workflows.TraceRecord{
 			{Seq: 1, Turn: 1, CallID: "c-1", Tool: "search_tickets", Args: js("q", ""), Status: "ok",
 				Result: js("r", strings.Repeat("é", 100)), At: at},
 			{Seq: 2, Turn: 1, CallID: "c-3" + h, Tool: h, Args: js("q", ""), Status: "rejected" + h,
@@ -109,24 +110,24 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		out.Reset()
 		require.NoError(t, c.renderTrace(s, false))
 		assertEscaped(t, out.String())
-		assert.Equal(t, 1+len(s.trace), strings.Count(out.String(), "\n"), "one line per record: %s", out.String())
+		assert.Equal(t, 1+len(s.Trace), strings.Count(out.String(), "\n"), "one line per record: %s", out.String())
 		assert.True(t, utf8.ValidString(out.String()), "the result is cut on a rune boundary")
 	})
 	t.Run("record", func(t *testing.T) {
 		out.Reset()
-		for _, r := range s.trace {
+		for _, r := range s.Trace {
 			printRecord(&out, r)
 		}
 		assertEscaped(t, out.String())
-		assert.Equal(t, len(s.trace), strings.Count(out.String(), "\n"))
+		assert.Equal(t, len(s.Trace), strings.Count(out.String(), "\n"))
 	})
 	t.Run("pending", func(t *testing.T) {
 		out.Reset()
-		printInbox(&out, []inboxItem{{RunID: "run" + hostile, Interrupt: s.state.Interrupts[0]}})
+		printInbox(&out, []tgclient.PendingCall{{RunID: "run" + hostile, Interrupt: s.State.Interrupts[0]}})
 		assertEscaped(t, out.String())
 		assert.Equal(t, 2, strings.Count(out.String(), "\n"))
 		out.Reset()
-		printInterrupt(&out, "run"+hostile, s.state.Interrupts[0])
+		printInterrupt(&out, "run"+hostile, s.State.Interrupts[0])
 		assertEscaped(t, out.String())
 		assert.Equal(t, 1, strings.Count(out.String(), "\n"))
 	})
@@ -144,7 +145,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		var st workflows.State
 		require.NoError(t, json.Unmarshal(out.Bytes(), &st))
 		for _, got := range []string{st.Status, st.Next[0], st.Answer, st.Error, st.Interrupts[0].CallID, st.Interrupts[0].Tool,
-			st.Interrupts[0].Kind, st.Interrupts[0].Reason, st.Interrupts[0].ArgsDigest, st.BlockedOn.Tool,
+			string(st.Interrupts[0].Kind), st.Interrupts[0].Reason, st.Interrupts[0].ArgsDigest, st.BlockedOn.Tool,
 			st.Refused[0].Signal, st.Refused[0].Error, st.Refused[0].CallID} {
 			assert.True(t, strings.HasSuffix(got, hostileUTF8), "%q", got)
 		}
@@ -156,7 +157,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		require.NoError(t, c.renderNext(s, true))
 		var next []string
 		require.NoError(t, json.Unmarshal(out.Bytes(), &next))
-		assert.Equal(t, s.state.Next, next)
+		assert.Equal(t, s.State.Next, next)
 
 		out.Reset()
 		require.NoError(t, c.renderTrace(s, true))

@@ -44,7 +44,7 @@ func TestFiftyConcurrentRunsEachApprovedInRandomOrder(t *testing.T) {
 			args := fmt.Sprintf(`{"guest":%q,"hotel":"Hotel %d","nights":1}`, guest(i), i)
 			in := workflows.RunInput{Goal: "book a stay for " + guest(i),
 				Planner: scripted("booked "+guest(i), step(call("book_hotel", args)))}
-			_, errs[i] = s.client.ExecuteWorkflow(ctx, clientStart(runID(i)), workflows.WorkflowName, in)
+			_, errs[i] = s.tg.Start(ctx, runID(i), in)
 		})
 	}
 	wg.Wait()

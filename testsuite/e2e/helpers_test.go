@@ -22,6 +22,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/activities/desk"
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/testsuite/testenv"
@@ -46,8 +48,9 @@ type stack struct {
 	t       *testing.T
 	dataDir string
 	server  *devserver.Server
-	client  client.Client
-	sdkLog  *syncBuffer // the SDK's warnings and errors, shown when the test fails
+	client  client.Client    // the Temporal client, for what a stock client does (signals, raw starts)
+	tg      *tgclient.Client // toolgate's client on it, for everything else
+	sdkLog  *syncBuffer      // the SDK's warnings and errors, shown when the test fails
 }
 
 // newStack starts an embedded server on a fresh data directory and dials it.
@@ -72,6 +75,7 @@ func (s *stack) startServer() {
 		Client: client.Options{Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))}})
 	s.server = srv
 	s.client = c
+	s.tg = tgclient.New(c)
 }
 
 // stopServer stops the server and closes the client (a restart test then
@@ -103,9 +107,9 @@ func (w *inWorker) stop() {
 func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
 	t := s.t
 	t.Helper()
-	opts, d, err := worker.Demo(s.dataDir)
+	opts, d, err := demo.Options(s.dataDir)
 	if err != nil {
-		t.Fatalf("worker.Demo: %v", err)
+		t.Fatalf("demo.Options: %v", err)
 	}
 	opts.AllowAutoApprove = allowAutoApprove
 	opts.SearchAttributes = true
@@ -120,7 +124,7 @@ func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
 }
 
 // deskPath is the demo desk's SQLite file, shared by workers and assertions.
-func (s *stack) deskPath() string { return filepath.Join(s.dataDir, worker.DeskFile) }
+func (s *stack) deskPath() string { return filepath.Join(s.dataDir, demo.DeskFile) }
 
 // openDesk opens the desk's file for assertions (WAL: it may be open in a
 // worker, in this process or another, at the same time).
@@ -172,34 +176,23 @@ func clientStart(id string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
 }
 
-// start starts an AgentRun through the client API.
+// start starts an AgentRun through toolgate's client.
 func (s *stack) start(id string, in workflows.RunInput) client.WorkflowRun {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	run, err := s.client.ExecuteWorkflow(ctx, clientStart(id), workflows.WorkflowName, in)
+	run, err := s.tg.Start(ctx, id, in)
 	if err != nil {
 		s.t.Fatalf("starting run %s: %v", id, err)
 	}
 	return run
 }
 
-// query runs a query on the current run of id.
-func query(c client.Client, id, name string, out any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
-	defer cancel()
-	v, err := c.QueryWorkflow(ctx, id, "", name)
-	if err != nil {
-		return err
-	}
-	return v.Get(out)
-}
-
 // state queries the run's state.
 func (s *stack) state(id string) (workflows.State, error) {
-	var st workflows.State
-	err := query(s.client, id, workflows.QueryState, &st)
-	return st, err
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	return s.tg.State(ctx, id)
 }
 
 // mustState queries the run's state or fails.
@@ -215,8 +208,10 @@ func (s *stack) mustState(id string) workflows.State {
 // mustTrace queries the run's trace or fails.
 func (s *stack) mustTrace(id string) []workflows.TraceRecord {
 	s.t.Helper()
-	var tr []workflows.TraceRecord
-	if err := query(s.client, id, workflows.QueryTrace, &tr); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	tr, err := s.tg.Trace(ctx, id)
+	if err != nil {
 		s.t.Fatalf("query trace of %s: %v", id, err)
 	}
 	return tr
@@ -226,8 +221,10 @@ func (s *stack) mustTrace(id string) []workflows.TraceRecord {
 func (s *stack) awaitNext(id string, timeout time.Duration, want ...string) {
 	s.t.Helper()
 	testenv.Eventually(s.t, timeout, fmt.Sprintf("next of %s = %q", id, want), func() error {
-		var next []string
-		if err := query(s.client, id, workflows.QueryNext, &next); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+		defer cancel()
+		next, err := s.tg.Next(ctx, id)
+		if err != nil {
 			return err
 		}
 		if !equal(next, want) {
@@ -260,8 +257,8 @@ func (s *stack) result(id string, timeout time.Duration) workflows.RunResult {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var res workflows.RunResult
-	if err := s.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+	res, err := s.tg.Result(ctx, id)
+	if err != nil {
 		s.t.Fatalf("result of %s: %v", id, err)
 	}
 	return res
@@ -272,14 +269,7 @@ func (s *stack) result(id string, timeout time.Duration) workflows.RunResult {
 func (s *stack) approveByUpdate(id string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	h, err := s.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateApprove,
-		Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted})
-	if err != nil {
-		return workflows.DecisionResult{}, err
-	}
-	var res workflows.DecisionResult
-	err = h.Get(ctx, &res)
-	return res, err
+	return s.tg.Decide(ctx, id, true, in)
 }
 
 // key is the idempotency key of callID in workflow id's current chain:

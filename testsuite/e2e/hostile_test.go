@@ -149,8 +149,7 @@ func TestHostileClient(t *testing.T) {
 		res := s.result(id, waitTimeout)
 		checkEvents(t, "result", res.Trace, event{"c-1", "close_ticket", workflows.TraceBlocked}, event{"c-1", "close_ticket", workflows.TraceRejected})
 		ticketOpen("TKT-2")
-		var st2 workflows.State
-		if err := query(s.client, id, workflows.QueryState, &st2); err != nil || len(st2.Refused) != 1 || !strings.Contains(st2.Refused[0].Error, "not waiting for a decision") {
+		if st2, err := s.state(id); err != nil || len(st2.Refused) != 1 || !strings.Contains(st2.Refused[0].Error, "not waiting for a decision") {
 			t.Errorf("refused %+v (%v), want the approval refused as already decided", st2.Refused, err)
 		}
 	})

@@ -177,7 +177,7 @@ func TestInboxAcrossRuns(t *testing.T) {
 		want := map[string]workflows.Interrupt{"inbox-close": closeWait, "inbox-refund": refundWait}[it.Run]
 		require.JSONEq(t, string(want.CallArgs), string(it.CallArgs))
 		require.Equal(t, want.ArgsDigest, it.ArgsDigest)
-		require.Equal(t, workflows.KindGate, it.Kind)
+		require.Equal(t, string(workflows.KindGate), it.Kind)
 	}
 
 	// Approve one from the command line.

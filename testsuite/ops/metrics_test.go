@@ -13,9 +13,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -121,11 +121,9 @@ func TestWorkerMetrics(t *testing.T) {
 	// Evict the run from the worker's cache: the approval's workflow task then
 	// replays the whole history, and the counters must not count it again.
 	sdkworker.PurgeStickyWorkflowCache()
-	h, err := cl.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{WorkflowID: "metrics-seed",
-		UpdateName: workflows.UpdateApprove, WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.DecisionInput{CallID: "c-3", Approver: "alice", ArgsDigest: it.ArgsDigest, Kind: it.Kind}}})
+	_, err = tgclient.New(cl).Decide(context.Background(), "metrics-seed", true,
+		workflows.DecisionInput{CallID: "c-3", Approver: "alice", ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 	require.NoError(t, err)
-	require.NoError(t, h.Get(context.Background(), nil))
 	require.Equal(t, workflows.StatusCompleted, result(t, wr).Status)
 
 	families := metricsShow(t, m.URL())

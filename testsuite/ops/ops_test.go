@@ -23,6 +23,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/testsuite/testenv"
@@ -78,7 +80,7 @@ func quietLogger() sdklog.Logger {
 // directory) on cl, stopped when the test ends.
 func startWorker(t *testing.T, cl client.Client, searchAttrs bool) sdkworker.Worker {
 	t.Helper()
-	opts, desk, err := worker.Demo(t.TempDir())
+	opts, desk, err := demo.Options(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = desk.Close() })
 	opts.SearchAttributes = searchAttrs
@@ -106,7 +108,7 @@ func seedRun() workflows.RunInput {
 
 func startRun(t *testing.T, cl client.Client, id string, in workflows.RunInput) client.WorkflowRun {
 	t.Helper()
-	wr, err := cl.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowName, in)
+	wr, err := tgclient.New(cl).Start(context.Background(), id, in)
 	require.NoError(t, err)
 	return wr
 }

@@ -1,0 +1,198 @@
+// Package client is toolgate's Go API for the programs around a worker: start
+// runs, read what they do and what they wait for, and decide their waiting
+// calls. The toolgate CLI is built on it.
+//
+//	c := client.New(temporalClient)
+//	run, err := c.Start(ctx, "ticket-42", workflows.RunInput{Goal: "…", Planner: …})
+//	st, err := c.State(ctx, "ticket-42")            // status, interrupts with args_digest
+//	out := c.Approve(ctx, "ticket-42", client.As("alice"), "c-3")  // bound to the digest state showed
+//	res, err := c.Result(ctx, "ticket-42")
+//
+// Refusals are typed: errors.Is(err, ErrUnknownRun), ErrUnknownCall,
+// ErrAlreadyDecided, ErrDigestMismatch or ErrRefusedInput.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Client is a toolgate client over a Temporal client (which it does not close).
+type Client struct {
+	tc        sdkclient.Client
+	taskQueue string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTaskQueue sets the task queue runs are started on (default workflows.TaskQueue).
+func WithTaskQueue(q string) Option { return func(c *Client) { c.taskQueue = q } }
+
+// New returns a Client over tc.
+func New(tc sdkclient.Client, opts ...Option) *Client {
+	c := &Client{tc: tc, taskQueue: workflows.TaskQueue}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Temporal is the Temporal client underneath.
+func (c *Client) Temporal() sdkclient.Client { return c.tc }
+
+// StartOption configures one start.
+type StartOption func(*sdkclient.StartWorkflowOptions)
+
+// WithSearchAttributes sets search attributes on the run at its start.
+func WithSearchAttributes(sa temporal.SearchAttributes) StartOption {
+	return func(o *sdkclient.StartWorkflowOptions) { o.TypedSearchAttributes = sa }
+}
+
+// WithTemporalOptions edits the start options Temporal gets (timeouts, id
+// reuse policy, memo …); the workflow id and the task queue stay the Client's.
+func WithTemporalOptions(edit func(*sdkclient.StartWorkflowOptions)) StartOption {
+	return func(o *sdkclient.StartWorkflowOptions) { edit(o) }
+}
+
+// Start starts an AgentRun with workflow id id. The input is checked as the
+// run would check it (workflows.ParseRunInput) before anything is sent, so a
+// bad input is refused here with ErrRefusedInput; a run already running
+// under id is refused too (ErrRefusedInput).
+func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, opts ...StartOption) (sdkclient.WorkflowRun, error) {
+	if id == "" {
+		return nil, refused(ErrRefusedInput, "a run needs a workflow id")
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the input: %w", err)
+	}
+	if _, err := workflows.ParseRunInput(raw); err != nil {
+		return nil, refused(ErrRefusedInput, err.Error())
+	}
+	if in.Carry != nil {
+		return nil, refused(ErrRefusedInput, "carry is written only by a run that continues as new")
+	}
+	so := sdkclient.StartWorkflowOptions{WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}
+	for _, o := range opts {
+		o(&so)
+	}
+	so.ID, so.TaskQueue = id, c.taskQueue
+	run, err := c.tc.ExecuteWorkflow(ctx, so, workflows.WorkflowName, json.RawMessage(raw))
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return nil, refused(ErrRefusedInput, fmt.Sprintf("a run with id %s is already running", id))
+		}
+		return nil, fmt.Errorf("starting run %s: %w", id, err)
+	}
+	return run, nil
+}
+
+// Result waits for the run's result (following continue-as-new). A run that
+// refused its input ends with ErrRefusedInput.
+func (c *Client) Result(ctx context.Context, id string) (workflows.RunResult, error) {
+	var res workflows.RunResult
+	err := c.tc.GetWorkflow(ctx, id, "").Get(ctx, &res)
+	return res, c.classify(id, err)
+}
+
+// State is the run's state query: status, what it waits for (with each
+// call's exact arguments and args_digest), memo, refusals.
+func (c *Client) State(ctx context.Context, id string) (workflows.State, error) {
+	var st workflows.State
+	return st, c.query(ctx, id, workflows.QueryState, &st)
+}
+
+// Next names the nodes the run waits to run ("gate:close_ticket").
+func (c *Client) Next(ctx context.Context, id string) ([]string, error) {
+	var next []string
+	return next, c.query(ctx, id, workflows.QueryNext, &next)
+}
+
+// Trace is the run's append-only trace.
+func (c *Client) Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error) {
+	var tr []workflows.TraceRecord
+	return tr, c.query(ctx, id, workflows.QueryTrace, &tr)
+}
+
+// Snapshot is a run's state and trace, from queries while it runs and from
+// its result once it has ended (Result is then set).
+type Snapshot struct {
+	State  workflows.State
+	Trace  []workflows.TraceRecord
+	Result *workflows.RunResult
+}
+
+// Look reads a run's state and trace, whether it runs or has ended.
+func (c *Client) Look(ctx context.Context, id string) (Snapshot, error) {
+	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return Snapshot{}, c.classify(id, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		res, err := c.Result(ctx, id)
+		if err != nil {
+			res = workflows.RunResult{Status: workflows.StatusFailed, Error: err.Error()}
+		}
+		st := workflows.State{Status: res.Status, Answer: res.Answer, Error: res.Error, BlockedOn: res.BlockedOn,
+			Next: []string{}, Interrupts: []workflows.Interrupt{}}
+		return Snapshot{State: st, Trace: res.Trace, Result: &res}, nil
+	}
+	var s Snapshot
+	if s.State, err = c.State(ctx, id); err != nil {
+		return Snapshot{}, err
+	}
+	if s.Trace, err = c.Trace(ctx, id); err != nil {
+		return Snapshot{}, err
+	}
+	return s, nil
+}
+
+// Message sends a session run its next user turn.
+func (c *Client) Message(ctx context.Context, id, text string) error {
+	return c.classify(id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalMessage, workflows.MessageInput{Text: text}))
+}
+
+// End ends a session run after its current turn.
+func (c *Client) End(ctx context.Context, id string) error {
+	return c.classify(id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalEnd, struct{}{}))
+}
+
+func (c *Client) query(ctx context.Context, id, name string, out any) error {
+	v, err := c.tc.QueryWorkflow(ctx, id, "", name)
+	if err != nil {
+		return c.classify(id, err)
+	}
+	if err := v.Get(out); err != nil {
+		return fmt.Errorf("decoding the %s of run %s: %w", name, id, err)
+	}
+	return nil
+}
+
+// classify turns Temporal's errors into the package's typed ones where one fits.
+func (c *Client) classify(id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return refused(ErrUnknownRun, fmt.Sprintf("no run with id %s in this namespace", id))
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		if kind := kindOf(appErr.Type()); kind != nil {
+			return refused(kind, appErr.Message())
+		}
+	}
+	return err
+}

@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Decider says who decides, and why: the approver's name, a note (approve)
+// or a reason (reject, which the planner is told).
+type Decider struct {
+	Approver string
+	Text     string
+}
+
+// As is a Decider with a name and no note.
+func As(approver string) Decider { return Decider{Approver: approver} }
+
+// Outcome is what became of the decision for one call.
+type Outcome struct {
+	CallID string
+	// Interrupt is the waiting call as the decision was bound to it (the
+	// arguments and the args_digest the state showed); zero if the call was
+	// not waiting.
+	Interrupt workflows.Interrupt
+	Result    workflows.DecisionResult
+	Err       error
+}
+
+// Approve approves the named waiting calls of run id. It reads the run's
+// state once and binds each decision to the args_digest (and kind) the state
+// shows for that call, then sends each as an update, which the run validates
+// before it takes it. Outcomes are in callIDs' order; a refused one has Err
+// set (typed: ErrUnknownCall, ErrAlreadyDecided, ErrDigestMismatch …).
+func (c *Client) Approve(ctx context.Context, id string, who Decider, callIDs ...string) ([]Outcome, error) {
+	return c.decideAll(ctx, id, true, who, callIDs)
+}
+
+// Reject rejects the named waiting calls of run id, as Approve approves
+// them; who.Text is the reason the planner is told.
+func (c *Client) Reject(ctx context.Context, id string, who Decider, callIDs ...string) ([]Outcome, error) {
+	return c.decideAll(ctx, id, false, who, callIDs)
+}
+
+func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Decider, callIDs []string) ([]Outcome, error) {
+	st, err := c.State(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]Outcome, len(callIDs))
+	for i, callID := range callIDs {
+		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver}
+		if approve {
+			in.Note = who.Text
+		} else {
+			in.Reason = who.Text
+		}
+		outs[i].CallID = callID
+		for _, it := range st.Interrupts {
+			if it.CallID == callID {
+				outs[i].Interrupt = it
+				in.ArgsDigest, in.Kind = it.ArgsDigest, it.Kind
+			}
+		}
+		outs[i].Result, outs[i].Err = c.Decide(ctx, id, approve, in)
+	}
+	return outs, nil
+}
+
+// Decide sends one decision exactly as given (the caller binds it to the
+// args_digest it showed its approver) as an update, and waits for the run's
+// answer.
+func (c *Client) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+	name := workflows.UpdateReject
+	if approve {
+		name = workflows.UpdateApprove
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{in},
+		WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return workflows.DecisionResult{}, c.classify(id, err)
+	}
+	var res workflows.DecisionResult
+	if err := h.Get(ctx, &res); err != nil {
+		return workflows.DecisionResult{}, c.classify(id, err)
+	}
+	return res, nil
+}
+
+// Refused counts the outcomes whose decision was refused.
+func Refused(outs []Outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// String says what happened to the decision.
+func (o Outcome) String() string {
+	if o.Err != nil {
+		return fmt.Sprintf("%s refused: %v", o.CallID, o.Err)
+	}
+	return fmt.Sprintf("%s %s (%s) by %s", o.Result.Decision, o.Result.CallID, o.Result.Tool, o.Result.Approver)
+}

@@ -1,0 +1,48 @@
+package client
+
+import (
+	"errors"
+
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Refusals a caller can tell apart with errors.Is.
+var (
+	// ErrUnknownRun: no run with that workflow id in the namespace.
+	ErrUnknownRun = errors.New("unknown run")
+	// ErrUnknownCall: the run has no such call (or has not proposed it yet).
+	ErrUnknownCall = errors.New("unknown call")
+	// ErrAlreadyDecided: the call is not waiting for a decision (decided, or never needed one).
+	ErrAlreadyDecided = errors.New("already decided")
+	// ErrDigestMismatch: the decision was made for other arguments than the call's.
+	ErrDigestMismatch = errors.New("args_digest mismatch")
+	// ErrRefusedInput: the run, or the decision, refused its input (a field
+	// it does not have, a value out of range, a missing args_digest …).
+	ErrRefusedInput = errors.New("refused input")
+)
+
+// Error is a refusal: which of the Err* values it is (errors.Is), and why.
+type Error struct {
+	Kind error
+	Msg  string
+}
+
+func (e *Error) Error() string        { return e.Msg }
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+func refused(kind error, msg string) error { return &Error{Kind: kind, Msg: msg} }
+
+// kindOf maps the failure types AgentRun refuses with to the Err* values.
+func kindOf(failureType string) error {
+	switch failureType {
+	case workflows.RefusedUnknownCall:
+		return ErrUnknownCall
+	case workflows.RefusedNotWaiting:
+		return ErrAlreadyDecided
+	case workflows.RefusedDigestMismatch:
+		return ErrDigestMismatch
+	case workflows.RefusedDecision, workflows.RefusedInput:
+		return ErrRefusedInput
+	}
+	return nil
+}
