@@ -70,6 +70,26 @@ const (
 	RoleTool      = "tool"      // one call's outcome
 )
 
+// Outcome statuses of a call: a tool entry's Status, and a trace record's.
+const (
+	StatusOK          = "ok"          // ran and succeeded
+	StatusCacheHit    = "cache_hit"   // answered from the memo
+	StatusBlocked     = "blocked"     // held at the gate (deny policy: refused)
+	StatusApproved    = "approved"    // a human (or the policy) said yes
+	StatusRejected    = "rejected"    // a human said no; Error holds the reason
+	StatusExpired     = "expired"     // no decision in time: a rejection
+	StatusInterrupted = "interrupted" // the tool itself asked for a human
+	StatusError       = "error"       // failed (bad call, or the tool failed)
+	StatusFallback    = "fallback"    // failed, and its fallback was called
+)
+
+// Failure types a planner activity returns (ApplicationError.Type) for what
+// retrying cannot fix: the run fails with the planner's message at once.
+const (
+	ErrTypeRejected      = "PlannerRejected"      // the endpoint refused the request (4xx other than 429)
+	ErrTypeMisconfigured = "PlannerMisconfigured" // the worker lacks what the planner needs (a model, a key)
+)
+
 // Entry is one line of the transcript a planner sees.
 type Entry struct {
 	Role string `json:"role"`

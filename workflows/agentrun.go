@@ -18,33 +18,26 @@ import (
 )
 
 // run is one AgentRun's state. It lives only inside the workflow function.
+// Carry is everything a run hands to the next run of its chain when it
+// continues as new, so a field added there is carried without a second list
+// to keep in step (carry_test.go checks the round trip).
 type run struct {
+	Carry // Memo, MemoHits and MemoMisses are the memo's carried form: in use, the memo is memo
+
 	in     RunInput
 	policy string
-	cfg    WorkerConfig
 	specs  map[string]tool.Spec
 	tools  *validator
+	memo   *memo
 
-	turn, steps, turnSteps, calls int
-	progress                      int // steps and turns begun by this run (not carried)
-	memo                          *memo
-	transcript                    []plan.Entry
-	trace                         []TraceRecord
-	traceSizes                    []int // JSON size of each kept trace record
-	traceSeq, traceDropped        int
-	traceBytes                    int // sum of traceSizes
-
-	pending       []*pending // calls waiting for a human, in the order they asked
-	messages      []string   // user messages not yet started as a turn
-	ended         bool
-	awaitingInput bool
-	idleSince     time.Time
+	progress   int        // steps and turns begun by this run (not carried)
+	traceSizes []int      // JSON size of each kept trace record
+	traceBytes int        // sum of traceSizes
+	pending    []*pending // calls waiting for a human, in the order they asked
 
 	done      string // terminal status, once reached
-	answer    string
 	errText   string
 	blockedOn *tool.ConfirmationRequired
-	refused   []Refusal
 
 	// version is this run's rules version (see versionChangeID).
 	version workflow.Version
@@ -87,14 +80,14 @@ const (
 func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	r, err := newRun(ctx, in)
 	if err != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), RefusedInput, nil)
 	}
 	// Handlers first, so queries and updates work from the first workflow task.
 	if err := r.registerHandlers(ctx); err != nil {
 		return RunResult{}, fmt.Errorf("registering handlers: %w", err)
 	}
 	if err := r.configure(ctx); err != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), RefusedInput, nil)
 	}
 	r.publish(ctx)
 	return r.loop(ctx)
@@ -132,16 +125,7 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
 	}
-	r.cfg = c.Config
-	r.turn, r.steps, r.turnSteps, r.calls = c.Turn, c.Steps, c.TurnSteps, c.Calls
-	r.memo = newMemo(in.MemoEntries, in.MemoBytes, c.Memo)
-	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
-	r.transcript, r.traceSeq, r.traceDropped = c.Transcript, c.TraceSeq, c.TraceDropped
-	for _, rec := range c.Trace {
-		r.appendTrace(rec)
-	}
-	r.messages, r.ended, r.awaitingInput, r.idleSince = c.Messages, c.Ended, c.AwaitingInput, c.IdleSince
-	r.answer, r.refused = c.Answer, c.Refused
+	r.restore(*c)
 	return r, nil
 }
 
@@ -152,7 +136,7 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 func (r *run) configure(ctx workflow.Context) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	if r.in.Carry == nil {
-		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.cfg); err != nil {
+		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.Config); err != nil {
 			return fmt.Errorf("loading the worker's tools: %w", err)
 		}
 	} else if r.version >= versionTrust {
@@ -160,14 +144,14 @@ func (r *run) configure(ctx workflow.Context) error {
 			return err
 		}
 	}
-	if r.policy == PolicyAlwaysApprove && !r.cfg.AllowAutoApprove {
+	if r.policy == PolicyAlwaysApprove && !r.Config.AllowAutoApprove {
 		return fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
 	}
-	if kind := r.in.Planner.Kind; kind != plan.KindScripted && !contains(r.cfg.Planners, kind) {
-		return fmt.Errorf("planner %q is not available on this worker (it has %v)", kind, r.cfg.Planners)
+	if kind := r.in.Planner.Kind; kind != plan.KindScripted && !contains(r.Config.Planners, kind) {
+		return fmt.Errorf("planner %q is not available on this worker (it has %v)", kind, r.Config.Planners)
 	}
 	r.specs = map[string]tool.Spec{}
-	for _, s := range r.cfg.Tools {
+	for _, s := range r.Config.Tools {
 		r.specs[s.Name] = s
 	}
 	r.tools = newValidator(r.specs)
@@ -221,7 +205,7 @@ func withDefaults(in RunInput) RunInput {
 // outcomes; between steps, continue as new when the history grows long.
 func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 	for {
-		if r.awaitingInput {
+		if r.AwaitingInput {
 			if !r.waitForInput(ctx) {
 				if ctx.Err() != nil {
 					return RunResult{}, ctx.Err()
@@ -232,8 +216,8 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 		if r.continueAsNewDue(ctx) {
 			return RunResult{}, r.continueAsNew(ctx)
 		}
-		if r.turnSteps >= r.in.MaxTurns {
-			r.errText = fmt.Sprintf("the planner gave no answer within max_turns (%d steps) of turn %d", r.in.MaxTurns, r.turn)
+		if r.TurnSteps >= r.in.MaxTurns {
+			r.errText = fmt.Sprintf("the planner gave no answer within max_turns (%d steps) of turn %d", r.in.MaxTurns, r.Turn)
 			return r.finish(ctx, StatusFailed)
 		}
 		decision, err := r.plan(ctx)
@@ -244,16 +228,16 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 			r.errText = "planner: " + errorText(err)
 			return r.finish(ctx, StatusFailed)
 		}
-		r.steps++
-		r.turnSteps++
+		r.Steps++
+		r.TurnSteps++
 		r.progress++
 		if len(decision.Calls) == 0 {
-			r.answer = clip(decision.Answer, MaxValueBytes)
+			r.Answer = clip(decision.Answer, MaxValueBytes)
 			r.addTranscript(plan.Entry{Role: plan.RoleAssistant, Text: decision.Answer})
 			if !r.in.Session {
 				return r.finish(ctx, StatusCompleted)
 			}
-			r.awaitingInput, r.idleSince = true, r.now()
+			r.AwaitingInput, r.IdleSince = true, r.now()
 			r.publish(ctx)
 			continue
 		}
@@ -278,9 +262,9 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 	cfg := r.in.Planner
 	if cfg.Kind == plan.KindScripted {
-		return plan.Scripted(cfg, r.steps), nil
+		return plan.Scripted(cfg, r.Steps), nil
 	}
-	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.transcript, TranscriptKeep, TranscriptBytes), Tools: r.toolInfos(), Step: r.steps, Config: cfg}
+	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.Transcript, TranscriptKeep, TranscriptBytes), Tools: r.toolInfos(), Step: r.Steps, Config: cfg}
 	var d plan.Decision
 	var err error
 	if cfg.Kind == plan.KindSupport {
@@ -292,14 +276,14 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 		r.localSince++
 	} else {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			ActivityID:          fmt.Sprintf("plan-%d", r.steps+1),
+			ActivityID:          fmt.Sprintf("plan-%d", r.Steps+1),
 			StartToCloseTimeout: 2 * time.Minute,
 			RetryPolicy: &temporal.RetryPolicy{
 				InitialInterval:        2 * time.Second,
 				BackoffCoefficient:     2,
 				MaximumInterval:        time.Minute,
 				MaximumAttempts:        6,
-				NonRetryableErrorTypes: []string{"PlannerRejected", "PlannerMisconfigured"},
+				NonRetryableErrorTypes: []string{plan.ErrTypeRejected, plan.ErrTypeMisconfigured},
 			},
 		})
 		err = workflow.ExecuteActivity(actx, plan.ActivityName(cfg.Kind), req).Get(actx, &d)
@@ -310,15 +294,15 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 // addTranscript appends an entry, bounded (clipEntry). The transcript in
 // memory is cut back, in chunks, to what a planner is shown.
 func (r *run) addTranscript(e plan.Entry) {
-	r.transcript = append(r.transcript, clipEntry(e))
-	if len(r.transcript) > 4*TranscriptKeep {
-		r.transcript = recent(r.transcript, TranscriptKeep, TranscriptBytes)
+	r.Transcript = append(r.Transcript, clipEntry(e))
+	if len(r.Transcript) > 4*TranscriptKeep {
+		r.Transcript = recent(r.Transcript, TranscriptKeep, TranscriptBytes)
 	}
 }
 
 func (r *run) toolInfos() []plan.ToolInfo {
-	infos := make([]plan.ToolInfo, 0, len(r.cfg.Tools))
-	for _, s := range r.cfg.Tools {
+	infos := make([]plan.ToolInfo, 0, len(r.Config.Tools))
+	for _, s := range r.Config.Tools {
 		infos = append(infos, plan.ToolInfo{Name: s.Name, Description: s.Description, Schema: s.Schema, Destructive: s.Destructive})
 	}
 	return infos
@@ -337,8 +321,8 @@ func (r *run) accept(proposals []tool.Proposal) []tool.Call {
 }
 
 func (r *run) newCall(toolName string, args []byte) tool.Call {
-	r.calls++
-	return tool.Call{ID: fmt.Sprintf("c-%d", r.calls), Tool: toolName, Args: args}
+	r.Calls++
+	return tool.Call{ID: fmt.Sprintf("c-%d", r.Calls), Tool: toolName, Args: args}
 }
 
 // executeAll executes a step's calls concurrently — each with its own gate
@@ -373,8 +357,8 @@ func (r *run) record(c tool.Call, rec TraceRecord) {
 	if rec.Attempts > 1 {
 		m.Counter(MetricPrefix + "retry").Inc(int64(rec.Attempts - 1))
 	}
-	r.traceSeq++
-	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.traceSeq, r.turn, c.ID, c.Tool, c.Args, r.now()
+	r.TraceSeq++
+	rec.Seq, rec.Turn, rec.CallID, rec.Tool, rec.Args, rec.At = r.TraceSeq, r.Turn, c.ID, c.Tool, c.Args, r.now()
 	r.appendTrace(clipRecord(rec))
 }
 
@@ -382,23 +366,23 @@ func (r *run) record(c tool.Call, rec TraceRecord) {
 // signal, the idle timeout, or a reason to continue as new. It reports whether
 // a new turn starts.
 func (r *run) waitForInput(ctx workflow.Context) bool {
-	idle := time.Duration(r.in.IdleTimeout) - r.now().Sub(r.idleSince)
-	if len(r.messages) == 0 && !r.ended && idle > 0 {
+	idle := time.Duration(r.in.IdleTimeout) - r.now().Sub(r.IdleSince)
+	if len(r.Messages) == 0 && !r.Ended && idle > 0 {
 		_, _ = workflow.AwaitWithTimeout(ctx, idle, func() bool {
-			return len(r.messages) > 0 || r.ended || r.continueAsNewDue(ctx)
+			return len(r.Messages) > 0 || r.Ended || r.continueAsNewDue(ctx)
 		})
 	}
-	if len(r.messages) == 0 {
+	if len(r.Messages) == 0 {
 		// Ended, idle, cancelled — or due to continue as new, which the loop
 		// does next; the new run waits again.
 		return r.continueAsNewDue(ctx) && ctx.Err() == nil
 	}
-	text := r.messages[0]
-	r.messages = r.messages[1:]
+	text := r.Messages[0]
+	r.Messages = r.Messages[1:]
 	r.progress++
-	r.turn++
-	r.turnSteps = 0
-	r.awaitingInput = false
+	r.Turn++
+	r.TurnSteps = 0
+	r.AwaitingInput = false
 	r.addTranscript(plan.Entry{Role: plan.RoleUser, Text: text})
 	r.publish(ctx)
 	return true
@@ -407,9 +391,9 @@ func (r *run) waitForInput(ctx workflow.Context) bool {
 // finish ends the run with a terminal status.
 func (r *run) finish(ctx workflow.Context, status string) (RunResult, error) {
 	r.done = status
-	r.awaitingInput = false
+	r.AwaitingInput = false
 	r.publish(ctx)
-	return RunResult{Status: status, Answer: r.answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.trace}, nil
+	return RunResult{Status: status, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.Trace}, nil
 }
 
 func contains(list []string, s string) bool {

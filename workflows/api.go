@@ -55,17 +55,17 @@ const (
 	StatusFailed             = "failed"
 )
 
-// Trace statuses.
+// Trace statuses (plan's outcome statuses: planners read them in the transcript).
 const (
-	TraceOK          = "ok"
-	TraceCacheHit    = "cache_hit"
-	TraceBlocked     = "blocked"
-	TraceApproved    = "approved"
-	TraceRejected    = "rejected"
-	TraceExpired     = "expired"
-	TraceInterrupted = "interrupted"
-	TraceError       = "error"
-	TraceFallback    = "fallback"
+	TraceOK          = plan.StatusOK
+	TraceCacheHit    = plan.StatusCacheHit
+	TraceBlocked     = plan.StatusBlocked
+	TraceApproved    = plan.StatusApproved
+	TraceRejected    = plan.StatusRejected
+	TraceExpired     = plan.StatusExpired
+	TraceInterrupted = plan.StatusInterrupted
+	TraceError       = plan.StatusError
+	TraceFallback    = plan.StatusFallback
 )
 
 // Duration is a time.Duration written in JSON as Go duration text ("24h", "90s").
@@ -284,8 +284,19 @@ type DecisionInput struct {
 	// (next shows "interrupt:<tool>"), and may be empty or "gate" for a call
 	// held at the gate. So an approval meant for the gate — a duplicate, sent
 	// twice — can never answer the question the tool raised afterwards.
-	Kind string `json:"kind,omitempty"`
+	Kind tool.DecisionKind `json:"kind,omitempty"`
 }
+
+// Failure types of a refused decision (the ApplicationError type an approve
+// or reject update is refused with) and of a refused start (the run fails
+// with RefusedInput).
+const (
+	RefusedUnknownCall    = "UnknownCall"     // no such call, or not proposed yet
+	RefusedNotWaiting     = "NotWaiting"      // already decided, or it never needed one
+	RefusedDigestMismatch = "DigestMismatch"  // args_digest of other arguments
+	RefusedDecision       = "InvalidDecision" // a payload that does not decode, a missing args_digest, a kind that does not fit
+	RefusedInput          = "InvalidInput"    // a RunInput the run refuses
+)
 
 // DecisionResult is what the approve and reject updates return.
 type DecisionResult struct {
@@ -302,14 +313,14 @@ type MessageInput struct {
 
 // Interrupt is a call waiting for a human decision.
 type Interrupt struct {
-	CallID      string          `json:"call_id"`
-	Tool        string          `json:"tool"`
-	CallArgs    json.RawMessage `json:"call_args"`
-	ArgsDigest  string          `json:"args_digest"`
-	Kind        string          `json:"kind"` // gate | interrupt
-	Reason      string          `json:"reason"`
-	RequestedAt time.Time       `json:"requested_at"`
-	ExpiresAt   time.Time       `json:"expires_at"`
+	CallID      string            `json:"call_id"`
+	Tool        string            `json:"tool"`
+	CallArgs    json.RawMessage   `json:"call_args"`
+	ArgsDigest  string            `json:"args_digest"`
+	Kind        tool.DecisionKind `json:"kind"` // gate | interrupt
+	Reason      string            `json:"reason"`
+	RequestedAt time.Time         `json:"requested_at"`
+	ExpiresAt   time.Time         `json:"expires_at"`
 }
 
 // Interrupt kinds.
@@ -319,7 +330,7 @@ const (
 )
 
 // Node is the name of the node an interrupt holds back ("gate:close_ticket").
-func (i Interrupt) Node() string { return i.Kind + ":" + i.Tool }
+func (i Interrupt) Node() string { return string(i.Kind) + ":" + i.Tool }
 
 // MemoStats is the memo part of state.
 type MemoStats struct {

@@ -95,14 +95,14 @@ func clipEntry(e plan.Entry) plan.Entry {
 // first, so a long run does not copy the trace on every call.
 func (r *run) appendTrace(rec TraceRecord) {
 	size := jsonSize(rec) + 1
-	r.trace = append(r.trace, rec)
+	r.Trace = append(r.Trace, rec)
 	r.traceSizes = append(r.traceSizes, size)
 	r.traceBytes += size
-	if len(r.trace) < 2*TraceKeep && r.traceBytes <= TraceBytes {
+	if len(r.Trace) < 2*TraceKeep && r.traceBytes <= TraceBytes {
 		return
 	}
-	over := max(0, len(r.trace)-TraceKeep)
-	if len(r.trace) < 2*TraceKeep {
+	over := max(0, len(r.Trace)-TraceKeep)
+	if len(r.Trace) < 2*TraceKeep {
 		over = 0
 	}
 	kept := r.traceBytes
@@ -110,13 +110,13 @@ func (r *run) appendTrace(rec TraceRecord) {
 		kept -= s
 	}
 	// Down to three quarters of the byte budget, so the next trim is not the next call.
-	for ; over < len(r.trace)-1 && kept > TraceBytes*3/4; over++ {
+	for ; over < len(r.Trace)-1 && kept > TraceBytes*3/4; over++ {
 		kept -= r.traceSizes[over]
 	}
-	r.trace = append([]TraceRecord(nil), r.trace[over:]...)
+	r.Trace = append([]TraceRecord(nil), r.Trace[over:]...)
 	r.traceSizes = append([]int(nil), r.traceSizes[over:]...)
 	r.traceBytes = kept
-	r.traceDropped += over
+	r.TraceDropped += over
 }
 
 // recent keeps the goal and the newest transcript entries: at most n of them

@@ -6,7 +6,8 @@ import (
 	"github.com/toolgate/toolgate/plan"
 )
 
-// Carry is the state a run hands to its next run when it continues as new.
+// Carry is the state a run hands to its next run when it continues as new;
+// the run holds it as its own state (run embeds it).
 type Carry struct {
 	Config WorkerConfig `json:"config"`
 	// Calls numbered so far: the next call id is c-<Calls+1>.
@@ -34,4 +35,26 @@ type Carry struct {
 	IdleSince     time.Time `json:"idle_since,omitempty"`
 	Answer        string    `json:"answer,omitempty"`
 	Refused       []Refusal `json:"refused,omitempty"`
+}
+
+// restore takes up the state a previous run handed over (or a fresh one).
+func (r *run) restore(c Carry) {
+	r.Carry = c
+	r.memo = newMemo(r.in.MemoEntries, r.in.MemoBytes, c.Memo)
+	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
+	r.Memo, r.MemoHits, r.MemoMisses = nil, 0, 0 // in use, the memo is r.memo
+	r.Trace = nil
+	for _, rec := range c.Trace {
+		r.appendTrace(rec) // and measure it
+	}
+}
+
+// carryOver is what this run hands to next: its state, with the memo in its
+// carried form and the transcript a planner is shown, fitted to CarryBudget.
+func (r *run) carryOver(next RunInput) *Carry {
+	c := r.Carry
+	c.Memo, c.MemoHits, c.MemoMisses = r.memo.snapshot(), r.memo.hits, r.memo.misses
+	c.Transcript = recent(r.Transcript, TranscriptKeep, TranscriptBytes)
+	fit(next, &c)
+	return &c
 }

@@ -38,15 +38,7 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 	yield(ctx)
 	r.drain(ctx)
 	next := r.in
-	carry := &Carry{
-		Config: r.cfg, Calls: r.calls, Steps: r.steps, Turn: r.turn, TurnSteps: r.turnSteps,
-		Memo: r.memo.snapshot(), MemoHits: r.memo.hits, MemoMisses: r.memo.misses,
-		Transcript: recent(r.transcript, TranscriptKeep, TranscriptBytes), Trace: r.trace, TraceSeq: r.traceSeq, TraceDropped: r.traceDropped,
-		Messages: r.messages, Ended: r.ended, AwaitingInput: r.awaitingInput, IdleSince: r.idleSince,
-		Answer: r.answer, Refused: r.refused,
-	}
-	fit(next, carry)
-	next.Carry = carry
+	next.Carry = r.carryOver(next)
 	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
 }
 

@@ -238,7 +238,7 @@ func attemptsOf(err error, spec tool.Spec) int32 {
 // interruptMessage reports whether err is a tool's interrupt, and its message.
 func interruptMessage(err error) (string, bool) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != tool.ErrInterrupt {
+	if !errors.As(err, &appErr) || appErr.Type() != tool.TypeInterrupt {
 		return "", false
 	}
 	var d tool.ErrorDetails
