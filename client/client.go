@@ -82,7 +82,8 @@ func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, op
 	if in.Carry != nil {
 		return nil, refused(ErrRefusedInput, "carry is written only by a run that continues as new")
 	}
-	so := sdkclient.StartWorkflowOptions{WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}
+	so := sdkclient.StartWorkflowOptions{WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true}
 	for _, o := range opts {
 		o(&so)
 	}

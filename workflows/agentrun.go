@@ -97,13 +97,8 @@ func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 // carried over by continue-as-new.
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	in = withDefaults(in)
-	if err := in.Planner.Validate(); err != nil {
+	if err := in.checkPolicy(); err != nil {
 		return nil, err
-	}
-	switch in.Approval {
-	case PolicyHuman, PolicyDeny, PolicyAlwaysApprove:
-	default:
-		return nil, fmt.Errorf("approval %q is unknown: want %q, %q or %q", in.Approval, PolicyHuman, PolicyDeny, PolicyAlwaysApprove)
 	}
 	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
 		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}

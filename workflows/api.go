@@ -171,6 +171,9 @@ func ParseRunInput(b []byte) (RunInput, error) {
 // already checked (under the rules of its day): its values are clamped
 // instead (withDefaults), so a bound lowered later cannot fail a live chain.
 func (in RunInput) checkFields(fields map[string]json.RawMessage) error {
+	if err := in.checkPolicy(); err != nil {
+		return err
+	}
 	if in.Carry != nil {
 		return nil
 	}
@@ -201,6 +204,18 @@ func (in RunInput) checkFields(fields map[string]json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// checkPolicy checks the approval policy and the planner's configuration.
+func (in RunInput) checkPolicy() error {
+	if err := in.Planner.Validate(); err != nil {
+		return err
+	}
+	switch in.Approval {
+	case "", PolicyHuman, PolicyDeny, PolicyAlwaysApprove:
+		return nil
+	}
+	return fmt.Errorf("approval %q is unknown: want %q, %q or %q", clip(in.Approval, MaxNameBytes), PolicyHuman, PolicyDeny, PolicyAlwaysApprove)
 }
 
 // Defaults for RunInput fields left out.
