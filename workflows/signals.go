@@ -95,6 +95,10 @@ func (r *run) drain(ctx workflow.Context) {
 func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name string) {
 	var rv converter.RawValue
 	c.Receive(ctx, &rv)
+	if name == SignalEnd { // nothing in its payload is used: `temporal workflow signal --name end` sends none
+		r.Ended = true
+		return
+	}
 	raw, err := jsonPayload(rv)
 	refuse := func(callID string, err error) { r.refuse(name, callID, raw, err) }
 	if err != nil {
@@ -125,8 +129,6 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 		default:
 			r.Messages = append(r.Messages, in.Text)
 		}
-	case SignalEnd:
-		r.Ended = true
 	default:
 		refuse("", fmt.Errorf("signal %q is unknown: AgentRun takes %s", clip(name, MaxNameBytes), strings.Join(signalOrder(), ", ")))
 	}
