@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/text"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -22,11 +24,7 @@ func clip(s string, n int) string {
 		return s
 	}
 	marker := fmt.Sprintf("…[truncated: %d bytes in all]", len(s))
-	cut := max(0, n-len(marker))
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + marker
+	return text.Cut(s, n-len(marker)) + marker
 }
 
 // Truncated is what a run keeps instead of a JSON value over MaxValueBytes.
@@ -42,10 +40,7 @@ func clipValue(v json.RawMessage, n int) json.RawMessage {
 	if len(v) <= n {
 		return v
 	}
-	head := string(v[:min(len(v), 512)])
-	for len(head) > 0 && !utf8.ValidString(head) {
-		head = head[:len(head)-1]
-	}
+	head := strings.ToValidUTF8(text.Cut(string(v), 512), "")
 	b, _ := json.Marshal(map[string]Truncated{"truncated": {Bytes: len(v), SHA256: sha256Hex(v), Head: head}})
 	return b
 }
@@ -101,9 +96,9 @@ func (r *run) appendTrace(rec TraceRecord) {
 	if len(r.Trace) < 2*TraceKeep && r.traceBytes <= TraceBytes {
 		return
 	}
-	over := max(0, len(r.Trace)-TraceKeep)
-	if len(r.Trace) < 2*TraceKeep {
-		over = 0
+	over := 0
+	if len(r.Trace) >= 2*TraceKeep {
+		over = len(r.Trace) - TraceKeep
 	}
 	kept := r.traceBytes
 	for _, s := range r.traceSizes[:over] {
@@ -151,16 +146,16 @@ func recent(t []plan.Entry, n, maxBytes int) []plan.Entry {
 // stays); then the least recently used memo entries; and only then the rest
 // of the trace. What else a carry holds is bounded on its own (messages,
 // refusals, the answer).
-func fit(next RunInput, c *Carry) {
+//
+// sizes are the JSON sizes of c.Trace's records, as appendTrace measured them.
+func fit(next RunInput, c *Carry, sizes []int) {
 	next.Carry = nil
 	excess := jsonSize(next) + jsonSize(c) - CarryBudget
 	if excess <= 0 {
 		return
 	}
-	sizes := make([]int, len(c.Trace))
 	floor, keep := 0, len(c.Trace)
 	for i := len(c.Trace) - 1; i >= 0; i-- {
-		sizes[i] = jsonSize(c.Trace[i]) + 1
 		if floor+sizes[i] <= TraceFloorBytes {
 			floor += sizes[i]
 			keep = i

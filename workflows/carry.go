@@ -55,6 +55,6 @@ func (r *run) carryOver(next RunInput) *Carry {
 	c := r.Carry
 	c.Memo, c.MemoHits, c.MemoMisses = r.memo.snapshot(), r.memo.hits, r.memo.misses
 	c.Transcript = recent(r.Transcript, TranscriptKeep, TranscriptBytes)
-	fit(next, &c)
+	fit(next, &c, r.traceSizes)
 	return &c
 }

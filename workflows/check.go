@@ -45,9 +45,9 @@ func (r *run) check(c *tool.Call) (tool.Spec, error) {
 		// string holding that text: say what is wrong with the text.
 		var text string
 		if json.Unmarshal(canon, &text) == nil && !json.Valid([]byte(text)) {
-			return spec, fmt.Errorf("%s: %s: arguments are not valid JSON: %s", tool.TypeInvalidArgs, c.Tool, truncate([]byte(text), 200))
+			return spec, fmt.Errorf("%s: %s: arguments are not valid JSON: %s", tool.TypeInvalidArgs, c.Tool, clip(text, 200))
 		}
-		return spec, fmt.Errorf("%s: %s: arguments must be a JSON object, got %s", tool.TypeInvalidArgs, c.Tool, truncate(canon, 80))
+		return spec, fmt.Errorf("%s: %s: arguments must be a JSON object, got %s", tool.TypeInvalidArgs, c.Tool, clip(string(canon), 80))
 	}
 	c.Args = canon
 	if len(canon) > MaxArgsBytes && r.version >= versionTrust {
@@ -80,11 +80,4 @@ func (r *run) toolNames() []string {
 		names = append(names, s.Name)
 	}
 	return names
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
 }

@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/text"
 
 	oai "github.com/openai/openai-go/v3"
 	"go.temporal.io/sdk/activity"
@@ -126,11 +127,7 @@ func (p *Planner) clip(s string) string {
 	if len(s) <= maxErrorText {
 		return s
 	}
-	cut := maxErrorText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return text.Cut(s, maxErrorText) + "…"
 }
 
 // ---------------------------------------------------------------------------

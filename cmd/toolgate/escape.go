@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/text"
 )
 
 // Human output shows text that planners, tools, approvers and clients chose:
@@ -86,9 +88,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return text.Cut(s, n) + "…"
 }

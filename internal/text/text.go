@@ -1,0 +1,17 @@
+// Package text holds the one way toolgate cuts text to a byte bound.
+package text
+
+import "unicode/utf8"
+
+// Cut returns the longest prefix of s of at most n bytes that ends on a rune
+// boundary (a cut never splits a character).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(0, n)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
