@@ -2,7 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 
@@ -14,6 +18,14 @@ import (
 type Decider struct {
 	Approver string
 	Text     string
+	// Key signs each decision as Approver (a worker with a policy takes no
+	// other); see signed.ReadPrivateKey.
+	Key ed25519.PrivateKey
+	// ValidFor is how long a signed decision stays valid (default 10 minutes).
+	ValidFor time.Duration
+	// EditedArgs (approve, one call only) approves the call with these
+	// arguments instead of the proposed ones.
+	EditedArgs json.RawMessage
 }
 
 // As is a Decider with a name and no note.
@@ -50,9 +62,12 @@ func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Dec
 	if err != nil {
 		return nil, err
 	}
+	if len(who.EditedArgs) > 0 && (!approve || len(callIDs) != 1) {
+		return nil, refused(ErrRefusedInput, "edited arguments approve exactly one call")
+	}
 	outs := make([]Outcome, len(callIDs))
 	for i, callID := range callIDs {
-		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver}
+		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs}
 		if approve {
 			in.Note = who.Text
 		} else {
@@ -63,6 +78,11 @@ func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Dec
 			if it.CallID == callID {
 				outs[i].Interrupt = it
 				in.ArgsDigest, in.Kind = it.ArgsDigest, it.Kind
+			}
+		}
+		if who.Key != nil {
+			if in.Token, outs[i].Err = signDecision(id, approve, who, outs[i].Interrupt, in); outs[i].Err != nil {
+				continue
 			}
 		}
 		outs[i].Result, outs[i].Err = c.Decide(ctx, id, approve, in)
@@ -105,6 +125,10 @@ func Refused(outs []Outcome) int {
 func (o Outcome) String() string {
 	if o.Err != nil {
 		return fmt.Sprintf("%s refused: %v", o.CallID, o.Err)
+	}
+	if o.Result.Decision == workflows.DecisionCounted {
+		return fmt.Sprintf("counted %s (%s) by %s: %d of %d approvals (%s); it waits for more",
+			o.Result.CallID, o.Result.Tool, o.Result.Approver, len(o.Result.ApprovedBy), o.Result.Needed, strings.Join(o.Result.ApprovedBy, ", "))
 	}
 	return fmt.Sprintf("%s %s (%s) by %s", o.Result.Decision, o.Result.CallID, o.Result.Tool, o.Result.Approver)
 }

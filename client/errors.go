@@ -19,6 +19,12 @@ var (
 	// ErrRefusedInput: the run, or the decision, refused its input (a field
 	// it does not have, a value out of range, a missing args_digest …).
 	ErrRefusedInput = errors.New("refused input")
+	// ErrUnauthorized: the worker's policy refused who decided — unsigned, an
+	// unknown approver, a bad signature, expired, the wrong role,
+	// self-approval, a second approval by the same approver.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrEditRefused: edited arguments the tool's schema or a rule refuses.
+	ErrEditRefused = errors.New("edit refused")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.
@@ -43,6 +49,10 @@ func kindOf(failureType string) error {
 		return ErrDigestMismatch
 	case workflows.RefusedDecision, workflows.RefusedInput:
 		return ErrRefusedInput
+	case workflows.RefusedUnauthorized:
+		return ErrUnauthorized
+	case workflows.RefusedEdit:
+		return ErrEditRefused
 	}
 	return nil
 }

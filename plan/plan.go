@@ -81,7 +81,12 @@ const (
 	StatusInterrupted = "interrupted" // the tool itself asked for a human
 	StatusError       = "error"       // failed (bad call, or the tool failed)
 	StatusFallback    = "fallback"    // failed, and its fallback was called
+	StatusShadow      = "shadow"      // a shadow rule of the policy held: recorded, not enforced
 )
+
+// DeniedByRule starts the error of a call a deny rule of the worker's policy
+// blocked: "denied by rule <id> …".
+const DeniedByRule = "denied by rule "
 
 // Failure types a planner activity returns (ApplicationError.Type) for what
 // retrying cannot fix: the run fails with the planner's message at once.
@@ -106,6 +111,10 @@ type Entry struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error says what went wrong (error), or why a human said no (rejected, expired).
 	Error string `json:"error,omitempty"`
+	// Note is what else the planner must know of the outcome: an approver
+	// edited the call's arguments before approving it (the call ran with the
+	// edited ones; do not retry the original).
+	Note string `json:"note,omitempty"`
 }
 
 // ToolInfo is what a planner is told of a registered tool.

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -49,7 +50,23 @@ func FileWith(path string, wf any) error {
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("replaying %s: %w", path, err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return fmt.Errorf("replaying %s: %w", path, err)
+	}
+	// Replay under the run's own workflow id (the replayer's default is
+	// "ReplayId"): a run under a policy checks that each signed token names
+	// its workflow id, and would refuse on replay what it took when it ran.
+	var opts worker.ReplayWorkflowHistoryOptions
+	if evs := hist.GetEvents(); len(evs) > 0 {
+		opts.OriginalExecution.ID = evs[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+	}
+	if err := r.ReplayWorkflowHistoryWithOptions(logger, hist, opts); err != nil {
 		return fmt.Errorf("replaying %s: %w", path, err)
 	}
 	return nil

@@ -41,6 +41,10 @@ const (
 	ApprovedAtGate    DecisionKind = "gate"
 	ApprovedByPolicy  DecisionKind = "policy"
 	ApprovedInterrupt DecisionKind = "interrupt"
+	// ApprovedByRule: an allow rule of the worker's policy let the call through.
+	ApprovedByRule DecisionKind = "rule"
+	// ApprovedByGrant: an approver's grant for the run let the call through.
+	ApprovedByGrant DecisionKind = "grant"
 )
 
 // InterruptApproved reports whether a human approved the interrupt this

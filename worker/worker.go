@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -40,11 +41,16 @@ type Options struct {
 	// SearchAttributes: the namespace has ToolgateStatus and
 	// ToolgatePendingTools, and runs keep them current.
 	SearchAttributes bool
+	// Policy is who may decide and by which rule (package policy; load it
+	// with policy.Load). With one, every decision must be signed by an
+	// approver it declares; without one, approvals are unauthenticated.
+	// Runs are held to the policy of the worker they started on.
+	Policy *policy.Policy
 }
 
 // Config is what runs started on this worker are held to.
 func (o Options) Config() workflows.WorkerConfig {
-	cfg := workflows.WorkerConfig{AllowAutoApprove: o.AllowAutoApprove, SearchAttributes: o.SearchAttributes}
+	cfg := workflows.WorkerConfig{AllowAutoApprove: o.AllowAutoApprove, SearchAttributes: o.SearchAttributes, Policy: o.Policy}
 	for _, t := range o.Tools {
 		cfg.Tools = append(cfg.Tools, t.Spec)
 	}
@@ -84,12 +90,37 @@ func (o Options) Validate() error {
 			}
 		}
 	}
+	if o.Policy != nil {
+		if err := o.checkPolicy(names); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for kind, fn := range o.Planners {
 		if kind == plan.KindScripted || fn == nil {
 			errs = append(errs, fmt.Errorf("planner %q: the scripted planner needs no activity, and a planner needs a function", kind))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPolicy makes sure the policy compiles, names only registered tools,
+// and does not meet always_approve (a policy decides who approves).
+func (o Options) checkPolicy(names map[string]bool) error {
+	if o.AllowAutoApprove {
+		return errors.New("policy: a worker with a policy does not take always_approve runs (drop --allow-auto-approve)")
+	}
+	registered := make([]string, 0, len(names))
+	for n := range names {
+		registered = append(registered, n)
+	}
+	slices.Sort(registered)
+	if err := o.Policy.CheckTools(registered); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	if _, err := policy.Compile(o.Policy); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	return nil
 }
 
 // describeChain is the chain activity: it asks the server which workflow type

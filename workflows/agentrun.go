@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -24,11 +25,16 @@ import (
 type run struct {
 	Carry // Memo, MemoHits and MemoMisses are the memo's carried form: in use, the memo is memo
 
-	in     RunInput
-	policy string
-	specs  map[string]tool.Spec
-	tools  *validator
-	memo   *memo
+	in         RunInput
+	workflowID string
+	policy     string
+	specs      map[string]tool.Spec
+	tools      *validator
+	memo       *memo
+	// engine is the worker's policy, compiled (nil: none); exprs caches the
+	// compiled conditions of grants by grant id.
+	engine *policy.Engine
+	exprs  map[string]*policy.Expr
 
 	progress   int        // steps and turns begun by this run (not carried)
 	traceSizes []int      // JSON size of each kept trace record
@@ -62,9 +68,11 @@ type run struct {
 //	                from an AgentRun on the same task queue; a decision must
 //	                name the args_digest; idempotency keys name the chain's first
 //	                run; arguments over MaxArgsBytes are refused
+//	4               the worker's policy: rules, signed decisions, quorum,
+//	                edits, grants, a signed requester
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 3
+	versionCurrent  = 4
 )
 
 // Versions of versionChangeID.
@@ -72,6 +80,7 @@ const (
 	versionDecisionKind workflow.Version = 1
 	versionCancelTimers workflow.Version = 2
 	versionTrust        workflow.Version = 3
+	versionPolicy       workflow.Version = 4
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -100,7 +109,7 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	if err := in.checkPolicy(); err != nil {
 		return nil, err
 	}
-	r := &run{in: in, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
+	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
 		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
 	// Runs started under older rules keep them, so their histories replay unchanged.
 	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
@@ -150,6 +159,9 @@ func (r *run) configure(ctx workflow.Context) error {
 		r.specs[s.Name] = s
 	}
 	r.tools = newValidator(r.specs)
+	if r.version >= versionPolicy {
+		return r.configurePolicy(ctx)
+	}
 	return nil
 }
 
@@ -243,7 +255,7 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 		}
 		for i, c := range calls {
 			r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
-				Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error})
+				Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
 		}
 		if r.blockedOn != nil {
 			return r.finish(ctx, StatusBlocked)

@@ -89,6 +89,7 @@ func TestDestructiveCallsAreNeverMemoized(t *testing.T) {
 func TestBadAndDuplicateApprovalsChangeNothing(t *testing.T) {
 	f := newFixture(t)
 	var unknown, mismatch, good, duplicate *updateOutcome
+	var digest string
 	f.at(time.Minute, func() {
 		f.approve("c-9")
 		f.env.SignalWorkflow(workflows.SignalApprove, workflows.DecisionInput{CallID: "c-1", Approver: "mallory", ArgsDigest: "0000"})
@@ -107,7 +108,8 @@ func TestBadAndDuplicateApprovalsChangeNothing(t *testing.T) {
 		require.Contains(t, s.Refused[1].Error, "does not match")
 		require.Contains(t, s.Refused[2].Error, "payload")
 		require.Equal(t, 0, f.desk.count("close_ticket"))
-		good = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice", ArgsDigest: s.Interrupts[0].ArgsDigest})
+		digest = s.Interrupts[0].ArgsDigest
+		good = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice", ArgsDigest: digest})
 	})
 	f.at(3*time.Minute, func() {
 		f.approve("c-1") // duplicate: the call is no longer waiting
@@ -119,7 +121,8 @@ func TestBadAndDuplicateApprovalsChangeNothing(t *testing.T) {
 		steps(call("close_ticket", `{"ticket_id":"TKT-4"}`)),
 	))
 	require.NoError(t, good.err)
-	require.Equal(t, workflows.DecisionResult{CallID: "c-1", Tool: "close_ticket", Decision: "approved", Approver: "alice"}, good.result)
+	require.Equal(t, workflows.DecisionResult{CallID: "c-1", Tool: "close_ticket", Decision: "approved", Approver: "alice",
+		ApprovedBy: []string{"alice"}, Needed: 1, ArgsDigest: digest}, good.result)
 	require.True(t, duplicate.done)
 	require.ErrorContains(t, duplicate.err, "not waiting for a decision")
 	require.Equal(t, 2, f.desk.count("close_ticket"))

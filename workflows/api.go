@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -66,6 +67,11 @@ const (
 	TraceInterrupted = plan.StatusInterrupted
 	TraceError       = plan.StatusError
 	TraceFallback    = plan.StatusFallback
+	// TraceShadow: a shadow rule of the policy held (recorded, not enforced).
+	TraceShadow = plan.StatusShadow
+	// TraceGrant: an approver granted a tool for the run, or revoked a grant
+	// (a record with no call id).
+	TraceGrant = "grant"
 )
 
 // Duration is a time.Duration written in JSON as Go duration text ("24h", "90s").
@@ -117,6 +123,11 @@ type RunInput struct {
 	// MemoEntries and MemoBytes bound the memo (defaults 256 entries, 1 MiB).
 	MemoEntries int `json:"memo_entries,omitempty"`
 	MemoBytes   int `json:"memo_bytes,omitempty"`
+	// RequestToken is the requester's signed start (signed.ActionStart, over
+	// the workflow id and the goal's SHA-256), verified against the worker's
+	// policy: the run records who requested it, and that approver may then
+	// approve none of its calls. A worker without a policy refuses it.
+	RequestToken string `json:"request_token,omitempty"`
 
 	// Carry is written only by the run itself when it continues as new, and
 	// read only when the run was continued from an AgentRun on the same task
@@ -239,50 +250,6 @@ const (
 	TranscriptKeep = 200
 )
 
-// Bounds on every byte a run keeps or carries, so that nothing a client, an
-// operator, the planner or a tool sends can push the run's state, its
-// queries, its result or its continue-as-new past Temporal's payload limit
-// (2 MiB by default) and wedge it.
-const (
-	// MaxInputBytes bounds a RunInput as a client sends it (the carry aside).
-	MaxInputBytes = 1 << 20
-	// MaxGoalBytes bounds the goal.
-	MaxGoalBytes = 16 << 10
-	// MaxArgsBytes bounds one call's arguments (canonical JSON). A larger call
-	// is answered with an error and never reaches the gate.
-	MaxArgsBytes = 16 << 10
-	// MaxValueBytes bounds a result or an answer as the trace, the transcript
-	// and state keep it; a larger one is kept as a marker with its size, its
-	// SHA-256 and its first bytes.
-	MaxValueBytes = 16 << 10
-	// MaxTextBytes bounds a note, a reason, an interrupt's message and an
-	// error as a run keeps them; longer text is cut with a marker.
-	MaxTextBytes = 1 << 10
-	// MaxNameBytes bounds an approver's name and a call id in a decision.
-	MaxNameBytes = 128
-	// MaxMessageBytes bounds one session message; MaxQueuedMessages bounds
-	// the messages waiting for their turn. More are refused.
-	MaxMessageBytes   = 8 << 10
-	MaxQueuedMessages = 16
-	// MaxMemoBytes and MaxMemoEntries bound memo_bytes and memo_entries.
-	MaxMemoBytes   = 1 << 20
-	MaxMemoEntries = 10000
-	// MaxHistoryLimit bounds history_limit, well under Temporal's hard limit
-	// of 51,200 events.
-	MaxHistoryLimit = 40000
-	// TraceBytes bounds the kept trace (and so the trace query and the result).
-	TraceBytes = 512 << 10
-	// TraceFloorBytes of the newest trace records are the last thing a carry
-	// gives up to fit its budget.
-	TraceFloorBytes = 128 << 10
-	// TranscriptBytes bounds the transcript a planner is shown and a run carries.
-	TranscriptBytes = 256 << 10
-	// CarryBudget bounds the input of the next run at continue-as-new; the
-	// oldest trace records go first (down to TraceFloorBytes), then the oldest
-	// transcript entries, then the least recently used memo entries.
-	CarryBudget = 1536 << 10
-)
-
 // DecisionInput is the payload of the approve and reject signals and updates.
 type DecisionInput struct {
 	CallID   string `json:"call_id"`
@@ -300,6 +267,14 @@ type DecisionInput struct {
 	// held at the gate. So an approval meant for the gate — a duplicate, sent
 	// twice — can never answer the question the tool raised afterwards.
 	Kind tool.DecisionKind `json:"kind,omitempty"`
+	// Token is the approver's signed decision (package signed). A worker
+	// with a policy takes no decision without one; approver, note and reason
+	// are then the token's.
+	Token string `json:"token,omitempty"`
+	// EditedArgs (approve, at the gate) approves the call with these
+	// arguments instead. They are checked against the tool's schema and,
+	// under a policy, its rules again, and the token names their args_digest.
+	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
 }
 
 // Failure types of a refused decision (the ApplicationError type an approve
@@ -317,8 +292,13 @@ const (
 type DecisionResult struct {
 	CallID   string `json:"call_id"`
 	Tool     string `json:"tool"`
-	Decision string `json:"decision"` // approved | rejected
+	Decision string `json:"decision"` // approved | rejected | counted (a quorum not met yet)
 	Approver string `json:"approver,omitempty"`
+	// ApprovedBy and Needed tell a quorum's progress.
+	ApprovedBy []string `json:"approved_by,omitempty"`
+	Needed     int      `json:"needed,omitempty"`
+	// ArgsDigest is the digest of the arguments approved (the edited ones after an edit).
+	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
 // MessageInput is the payload of the message signal.
@@ -336,6 +316,15 @@ type Interrupt struct {
 	Reason      string            `json:"reason"`
 	RequestedAt time.Time         `json:"requested_at"`
 	ExpiresAt   time.Time         `json:"expires_at"`
+	// Under a policy: the rule that asked (none: the tool's default), who may
+	// decide, and who has approved so far.
+	Rule       string            `json:"rule,omitempty"`
+	Needs      *policy.Approvers `json:"needs,omitempty"`
+	ApprovedBy []string          `json:"approved_by,omitempty"`
+	// OriginalArgs and EditedBy: the arguments were edited by an approver,
+	// and a quorum is still approving the edited ones.
+	OriginalArgs json.RawMessage `json:"original_args,omitempty"`
+	EditedBy     string          `json:"edited_by,omitempty"`
 }
 
 // Interrupt kinds.
@@ -374,6 +363,12 @@ type State struct {
 	Refused []Refusal `json:"refused,omitempty"`
 	// TraceDropped counts trace records no longer kept (see TraceKeep).
 	TraceDropped int `json:"trace_dropped,omitempty"`
+	// Policy: the worker's policy holds this run (decisions must be signed).
+	Policy bool `json:"policy,omitempty"`
+	// RequestedBy is the verified requester of the run, if it was signed.
+	RequestedBy string `json:"requested_by,omitempty"`
+	// Grants made in this run chain, revoked ones included.
+	Grants []Grant `json:"grants,omitempty"`
 }
 
 // Refusal records a signal the run refused: a decision that did not fit, a
@@ -402,7 +397,11 @@ type TraceRecord struct {
 	Attempts int32           `json:"attempts,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
-	At       time.Time       `json:"at"`
+	// Rule is the policy rule that decided (or, shadow, would have).
+	Rule string `json:"rule,omitempty"`
+	// OriginalArgs: Args are an approver's edit of these.
+	OriginalArgs json.RawMessage `json:"original_args,omitempty"`
+	At           time.Time       `json:"at"`
 }
 
 // RunResult is the result of an AgentRun.
@@ -426,6 +425,8 @@ type WorkerConfig struct {
 	// SearchAttributes: the namespace has toolgate's search attributes, so the
 	// run keeps them current.
 	SearchAttributes bool `json:"search_attributes"`
+	// Policy is the worker's approval policy, if it has one.
+	Policy *policy.Policy `json:"policy,omitempty"`
 }
 
 // ChainRequest names the run a continued run was continued from.

@@ -3,12 +3,14 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -16,6 +18,8 @@ import (
 // once it arrives, the decision.
 type pending struct {
 	Interrupt
+	need     policy.Approvers // who may decide; Count approvals decide it (Interrupt.ApprovedBy so far)
+	notes    []string         // the approvals' notes
 	decided  bool
 	by       string         // who decided
 	approval *tool.Approval // set when approved
@@ -29,12 +33,23 @@ const maxRefusals = 20
 // interrupt) into a wait for a human decision on this exact call. It returns
 // the approval, or the outcome that ends the call: rejected (with the reason,
 // which the planner receives) or expired (no decision in time: a rejection).
-func (r *run) pause(ctx workflow.Context, c tool.Call, kind tool.DecisionKind, reason string) (*tool.Approval, *outcome) {
+// Under a policy, v (nil: the tool's default) says who may decide, and an
+// approver may have edited the arguments: c then holds the edited ones.
+func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, reason string, v *policy.Verdict) (*tool.Approval, *outcome) {
 	digest, _ := tool.Digest(c.Tool, c.Args)
 	now := r.now()
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	p := &pending{Interrupt: Interrupt{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args, ArgsDigest: digest,
 		Kind: kind, Reason: clip(reason, MaxTextBytes), RequestedAt: now, ExpiresAt: now.Add(timeout)}}
+	switch {
+	case r.engine == nil:
+		p.setNeed(policy.Approvers{Count: 1}, false)
+	case v != nil:
+		p.Rule = v.Rule
+		p.setNeed(v.Need, true)
+	default:
+		p.setNeed(r.engine.Policy().ToolApprovers(c.Tool), true)
+	}
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
 	decided, err := r.awaitDecision(ctx, p, timeout)
@@ -45,13 +60,17 @@ func (r *run) pause(ctx workflow.Context, c tool.Call, kind tool.DecisionKind, r
 		return nil, &outcome{Status: TraceError, Error: "run cancelled while waiting for approval"}
 	case !decided:
 		msg := fmt.Sprintf("no decision within %s: treated as rejected", timeout)
-		r.record(c, TraceRecord{Status: TraceExpired, Reason: msg})
+		if len(p.ApprovedBy) > 0 {
+			msg += fmt.Sprintf(" (%d of %d approvals: %s)", len(p.ApprovedBy), p.need.Count, strings.Join(p.ApprovedBy, ", "))
+		}
+		r.record(*c, TraceRecord{Status: TraceExpired, Reason: msg, Rule: p.Rule})
 		return nil, &outcome{Status: TraceExpired, Error: msg}
 	case p.approval == nil:
-		r.record(c, TraceRecord{Status: TraceRejected, Approver: p.by, Reason: p.reason})
+		r.record(*c, TraceRecord{Status: TraceRejected, Approver: p.by, Reason: p.reason, Rule: p.Rule})
 		return nil, &outcome{Status: TraceRejected, Error: fmt.Sprintf("rejected by %s: %s", p.by, p.reason)}
 	default:
-		r.record(c, TraceRecord{Status: TraceApproved, Approver: p.approval.Approver, Reason: p.approval.Note})
+		c.Args = p.CallArgs // an approver's edit, if they made one
+		r.record(*c, TraceRecord{Status: TraceApproved, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs})
 		return p.approval, nil
 	}
 }
@@ -79,33 +98,64 @@ func (r *run) dropPending(p *pending) {
 	}
 }
 
-// validateDecision says why a decision cannot apply, or which pending call it decides.
-func (r *run) validateDecision(in DecisionInput) (*pending, error) {
+// validateDecision says why a decision cannot apply, or which pending call it
+// decides and how.
+func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling, error) {
 	if in.CallID == "" {
-		return nil, refusal(RefusedDecision, "call_id is empty")
+		return nil, ruling{}, refusal(RefusedDecision, "call_id is empty")
 	}
 	for _, p := range r.pending {
 		if p.CallID != in.CallID || p.decided {
 			continue
 		}
-		if in.ArgsDigest == "" && r.version >= versionTrust {
-			return nil, refusal(RefusedDecision, "args_digest is required: a decision for call %s (%s) must name the args_digest of the arguments its approver saw (the state query lists it with each interrupt)",
-				p.CallID, p.Tool)
-		}
-		if in.ArgsDigest != "" && in.ArgsDigest != p.ArgsDigest {
-			return nil, refusal(RefusedDigestMismatch, "args_digest %q does not match call %s (%s %s): the decision was made for other arguments",
-				clip(in.ArgsDigest, 64), p.CallID, p.Tool, clip(string(p.CallArgs), 200))
-		}
-		if kind := in.Kind; r.version >= versionDecisionKind && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
-			if p.Kind == KindInterrupt {
-				return nil, refusal(RefusedDecision, "call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
-					p.CallID, p.Tool, clip(p.Reason, 200))
+		d := ruling{approve: approve, by: in.Approver, note: in.Note, reason: in.Reason}
+		if r.engine != nil {
+			var err error
+			if d, err = r.verifyDecision(p, &in, approve); err != nil {
+				return nil, ruling{}, err
 			}
-			return nil, refusal(RefusedDecision, "call %s waits at the gate, not on an interrupt: kind %q does not fit", p.CallID, clip(string(kind), 32))
 		}
-		return p, nil
+		if err := r.checkBinding(p, in); err != nil {
+			return nil, ruling{}, err
+		}
+		if r.engine != nil {
+			if err := r.mayDecide(p, d.by, approve); err != nil {
+				return nil, ruling{}, err
+			}
+		}
+		if len(in.EditedArgs) > 0 && r.version >= versionPolicy {
+			e, err := r.checkEdit(p, in.EditedArgs, d)
+			if err != nil {
+				return nil, ruling{}, err
+			}
+			d.edit = e
+		} else if d.editDigest != "" {
+			return nil, ruling{}, refusal(RefusedEdit, "%s's token approves edited arguments: send them as edited_args", d.by)
+		}
+		return p, d, nil
 	}
-	return nil, r.notWaiting(in.CallID)
+	return nil, ruling{}, r.notWaiting(in.CallID)
+}
+
+// checkBinding makes sure a decision names the arguments and the question
+// its approver saw.
+func (r *run) checkBinding(p *pending, in DecisionInput) error {
+	if in.ArgsDigest == "" && r.version >= versionTrust {
+		return refusal(RefusedDecision, "args_digest is required: a decision for call %s (%s) must name the args_digest of the arguments its approver saw (the state query lists it with each interrupt)",
+			p.CallID, p.Tool)
+	}
+	if in.ArgsDigest != "" && in.ArgsDigest != p.ArgsDigest {
+		return refusal(RefusedDigestMismatch, "args_digest %q does not match call %s (%s %s): the decision was made for other arguments",
+			clip(in.ArgsDigest, 64), p.CallID, p.Tool, clip(string(p.CallArgs), 200))
+	}
+	if kind := in.Kind; r.version >= versionDecisionKind && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
+		if p.Kind == KindInterrupt {
+			return refusal(RefusedDecision, "call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
+				p.CallID, p.Tool, clip(p.Reason, 200))
+		}
+		return refusal(RefusedDecision, "call %s waits at the gate, not on an interrupt: kind %q does not fit", p.CallID, clip(string(kind), 32))
+	}
+	return nil
 }
 
 // notWaiting says why a call id names no call waiting for a decision.
@@ -124,29 +174,57 @@ func (r *run) notWaiting(id string) error {
 	}
 }
 
-// decide applies an approval (approve) or a rejection to a pending call.
+// decide applies an approval (approve) or a rejection to a pending call. One
+// rejection decides it; approvals decide it once a quorum of them is in.
 func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
-	p, err := r.validateDecision(in)
+	p, d, err := r.validateDecision(in, approve)
 	if err != nil {
 		return DecisionResult{}, err
 	}
-	approver := clip(strings.TrimSpace(in.Approver), MaxNameBytes)
+	approver := clip(strings.TrimSpace(d.by), MaxNameBytes)
 	if approver == "" {
 		approver = "(unnamed)"
 	}
-	p.decided, p.by = true, approver
 	res := DecisionResult{CallID: p.CallID, Tool: p.Tool, Approver: approver}
-	if approve {
-		p.approval = &tool.Approval{Approver: approver, Note: clip(in.Note, MaxTextBytes), Kind: p.Kind}
-		res.Decision = TraceApproved
-	} else {
-		p.reason = clip(strings.TrimSpace(in.Reason), MaxTextBytes)
+	if !approve {
+		p.decided, p.by = true, approver
+		p.reason = clip(strings.TrimSpace(d.reason), MaxTextBytes)
 		if p.reason == "" {
 			p.reason = "no reason given"
 		}
 		res.Decision = TraceRejected
+		return res, nil
 	}
+	if d.edit != nil {
+		p.applyEdit(d.edit, approver, r.engine != nil)
+	}
+	p.ApprovedBy = append(p.ApprovedBy, approver)
+	p.notes = append(p.notes, clip(d.note, MaxTextBytes))
+	res.Decision = TraceApproved
+	if r.version >= versionPolicy {
+		res.ApprovedBy, res.Needed, res.ArgsDigest = slices.Clone(p.ApprovedBy), p.need.Count, p.ArgsDigest
+	}
+	if len(p.ApprovedBy) < p.need.Count {
+		res.Decision = DecisionCounted
+		return res, nil
+	}
+	p.decided, p.by = true, strings.Join(p.ApprovedBy, ", ")
+	p.approval = &tool.Approval{Approver: p.by, Note: joinNotes(p.ApprovedBy, p.notes), Kind: p.Kind}
 	return res, nil
+}
+
+// joinNotes is one approval's note, or each approver's note by name.
+func joinNotes(by, notes []string) string {
+	if len(notes) == 1 {
+		return notes[0]
+	}
+	var parts []string
+	for i, n := range notes {
+		if n != "" {
+			parts = append(parts, by[i]+": "+n)
+		}
+	}
+	return clip(strings.Join(parts, "; "), MaxTextBytes)
 }
 
 // decisionError is a refused decision: its failure type (Refused*) and why.

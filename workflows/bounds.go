@@ -13,6 +13,50 @@ import (
 	"github.com/toolgate/toolgate/tool"
 )
 
+// Bounds on every byte a run keeps or carries, so that nothing a client, an
+// operator, the planner or a tool sends can push the run's state, its
+// queries, its result or its continue-as-new past Temporal's payload limit
+// (2 MiB by default) and wedge it.
+const (
+	// MaxInputBytes bounds a RunInput as a client sends it (the carry aside).
+	MaxInputBytes = 1 << 20
+	// MaxGoalBytes bounds the goal.
+	MaxGoalBytes = 16 << 10
+	// MaxArgsBytes bounds one call's arguments (canonical JSON). A larger call
+	// is answered with an error and never reaches the gate.
+	MaxArgsBytes = 16 << 10
+	// MaxValueBytes bounds a result or an answer as the trace, the transcript
+	// and state keep it; a larger one is kept as a marker with its size, its
+	// SHA-256 and its first bytes.
+	MaxValueBytes = 16 << 10
+	// MaxTextBytes bounds a note, a reason, an interrupt's message and an
+	// error as a run keeps them; longer text is cut with a marker.
+	MaxTextBytes = 1 << 10
+	// MaxNameBytes bounds an approver's name and a call id in a decision.
+	MaxNameBytes = 128
+	// MaxMessageBytes bounds one session message; MaxQueuedMessages bounds
+	// the messages waiting for their turn. More are refused.
+	MaxMessageBytes   = 8 << 10
+	MaxQueuedMessages = 16
+	// MaxMemoBytes and MaxMemoEntries bound memo_bytes and memo_entries.
+	MaxMemoBytes   = 1 << 20
+	MaxMemoEntries = 10000
+	// MaxHistoryLimit bounds history_limit, well under Temporal's hard limit
+	// of 51,200 events.
+	MaxHistoryLimit = 40000
+	// TraceBytes bounds the kept trace (and so the trace query and the result).
+	TraceBytes = 512 << 10
+	// TraceFloorBytes of the newest trace records are the last thing a carry
+	// gives up to fit its budget.
+	TraceFloorBytes = 128 << 10
+	// TranscriptBytes bounds the transcript a planner is shown and a run carries.
+	TranscriptBytes = 256 << 10
+	// CarryBudget bounds the input of the next run at continue-as-new; the
+	// oldest trace records go first (down to TraceFloorBytes), then the oldest
+	// transcript entries, then the least recently used memo entries.
+	CarryBudget = 1536 << 10
+)
+
 // This file holds the byte bounds of what a run keeps (see the Max* constants
 // in api.go): text is cut with a marker, oversized JSON values are replaced by
 // a marker, and the trace, the transcript and the carry are trimmed oldest first.
@@ -66,6 +110,7 @@ func clipRecord(rec TraceRecord) TraceRecord {
 	rec.Error = clip(rec.Error, MaxTextBytes)
 	rec.Reason = clip(rec.Reason, MaxTextBytes)
 	rec.Approver = clip(rec.Approver, MaxNameBytes)
+	rec.OriginalArgs = clipValue(rec.OriginalArgs, MaxArgsBytes)
 	return rec
 }
 
@@ -73,6 +118,7 @@ func clipRecord(rec TraceRecord) TraceRecord {
 func clipEntry(e plan.Entry) plan.Entry {
 	e.Result = clipValue(e.Result, MaxValueBytes)
 	e.Error = clip(e.Error, MaxTextBytes)
+	e.Note = clip(e.Note, MaxTextBytes+MaxArgsBytes)
 	e.Text = clip(e.Text, MaxValueBytes)
 	if len(e.Calls) > 0 {
 		calls := make([]tool.Call, len(e.Calls))

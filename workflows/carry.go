@@ -35,6 +35,10 @@ type Carry struct {
 	IdleSince     time.Time `json:"idle_since,omitempty"`
 	Answer        string    `json:"answer,omitempty"`
 	Refused       []Refusal `json:"refused,omitempty"`
+	// RequestedBy is the run chain's verified requester (a signed start).
+	RequestedBy string `json:"requested_by,omitempty"`
+	// Grants made in the run chain; a grant never outlives it.
+	Grants []Grant `json:"grants,omitempty"`
 }
 
 // restore takes up the state a previous run handed over (or a fresh one).

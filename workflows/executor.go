@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,7 @@ type outcome struct {
 	Status string
 	Result []byte
 	Error  string
+	Note   string // what else the planner must know: an edit of the arguments
 }
 
 // maxFallbackDepth bounds a chain of fallbacks (a fallback's own fallback …).
@@ -35,10 +37,22 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 	}
 
 	// 1. Gate: a destructive call goes on only with a "yes" for this exact call.
-	approval, stop := r.gateStep(ctx, c, spec)
+	// (An approver may have edited the arguments: c then holds the edited ones.)
+	proposed := c.Args
+	approval, stop := r.gateStep(ctx, &c, spec)
 	if stop != nil {
 		return *stop
 	}
+	out := r.afterGate(ctx, c, spec, approval, depth)
+	if !bytes.Equal(proposed, c.Args) {
+		out.Note = fmt.Sprintf("an approver (%s) edited this call's arguments before approving it: it ran with %s instead of the proposed %s; do not propose the original again",
+			approval.Approver, clip(string(c.Args), MaxArgsBytes/2), clip(string(proposed), MaxArgsBytes/2))
+	}
+	return out
+}
+
+// afterGate takes a call that passed the gate through memo → run → fallback.
+func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, depth int) outcome {
 
 	// 2. Memo: a repeated read is answered from the session's memo. Destructive
 	// calls skip it both ways: never served from it, never stored in it.
@@ -92,31 +106,34 @@ func gate(spec tool.Spec, c tool.Call, approval *tool.Approval) error {
 
 // gateStep applies the gate under the run's policy. It returns the approval
 // the call goes on with, or the outcome that ends it (blocked, rejected, expired).
-func (r *run) gateStep(ctx workflow.Context, c tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
+func (r *run) gateStep(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
+	if r.engine != nil {
+		return r.policyGate(ctx, c, spec)
+	}
 	var approval *tool.Approval
 	if spec.Destructive && r.policy == PolicyAlwaysApprove {
 		approval = &tool.Approval{Approver: "policy:" + PolicyAlwaysApprove, Kind: tool.ApprovedByPolicy}
 	}
-	err := gate(spec, c, approval)
+	err := gate(spec, *c, approval)
 	var cr *tool.ConfirmationRequired
 	if !errors.As(err, &cr) {
 		if approval != nil {
-			r.record(c, TraceRecord{Status: TraceApproved, Approver: approval.Approver})
+			r.record(*c, TraceRecord{Status: TraceApproved, Approver: approval.Approver})
 		}
 		return approval, nil
 	}
-	r.record(c, TraceRecord{Status: TraceBlocked, Error: "needs confirmation"})
+	r.record(*c, TraceRecord{Status: TraceBlocked, Error: "needs confirmation"})
 	if r.policy == PolicyDeny {
 		if r.blockedOn == nil {
 			r.blockedOn = cr
 		}
 		return nil, &outcome{Status: TraceBlocked, Error: "destructive call refused by the deny policy"}
 	}
-	approval, stop := r.pause(ctx, c, KindGate, "needs confirmation")
+	approval, stop := r.pause(ctx, c, KindGate, "needs confirmation", nil)
 	if stop != nil {
 		return nil, stop
 	}
-	if err := gate(spec, c, approval); err != nil { // re-evaluated with the approval
+	if err := gate(spec, *c, approval); err != nil { // re-evaluated with the approval
 		return nil, &outcome{Status: TraceError, Error: err.Error()}
 	}
 	return approval, nil
@@ -142,7 +159,7 @@ func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approva
 		}
 		r.record(c, TraceRecord{Status: TraceInterrupted, Reason: msg, Attempts: attemptsOf(err, spec)})
 		var stop *outcome
-		if approval, stop = r.pause(ctx, c, KindInterrupt, msg); stop != nil {
+		if approval, stop = r.pause(ctx, &c, KindInterrupt, msg, nil); stop != nil {
 			return resp, nil, stop, nil
 		}
 	}

@@ -275,6 +275,17 @@ func (f *fixture) digest(callID string) string {
 	return ""
 }
 
+// asked is the requested_at (Unix nanoseconds) state shows for a waiting
+// call: a signed decision names the question it answers.
+func (f *fixture) asked(callID string) int64 {
+	for _, it := range f.state().Interrupts {
+		if it.CallID == callID {
+			return it.RequestedAt.UnixNano()
+		}
+	}
+	return 0
+}
+
 func (f *fixture) approve(callID string) {
 	f.env.SignalWorkflow(workflows.SignalApprove, workflows.DecisionInput{CallID: callID, Approver: "alice", ArgsDigest: f.digest(callID)})
 }

@@ -44,13 +44,16 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
 				in, err := decodeDecision(raw)
 				if err == nil {
-					_, err = r.validateDecision(in)
+					_, _, err = r.validateDecision(in, u.approve)
 				}
 				return asFailure(err)
 			}})
 		if err != nil {
 			return err
 		}
+	}
+	if err := r.registerGrantHandlers(ctx); err != nil {
+		return err
 	}
 	workflow.Go(ctx, r.listen)
 	return nil

@@ -13,9 +13,20 @@ import (
 func (r *run) next() []string {
 	out := []string{}
 	for _, p := range r.pending {
-		out = append(out, p.Node())
+		node := p.Node()
+		if p.need.Count > 1 {
+			node += fmt.Sprintf(" (%d of %d approvals%s)", len(p.ApprovedBy), p.need.Count, byNames(p.ApprovedBy))
+		}
+		out = append(out, node)
 	}
 	return out
+}
+
+func byNames(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(names, ", ")
 }
 
 func (r *run) status() string {
@@ -37,7 +48,8 @@ func (r *run) state() State {
 		interrupts = append(interrupts, p.Interrupt)
 	}
 	return State{Status: r.status(), Turn: r.Turn, Next: r.next(), Interrupts: interrupts, Memo: r.memo.stats(),
-		Calls: r.Calls, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Refused: r.Refused, TraceDropped: r.TraceDropped}
+		Calls: r.Calls, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Refused: r.Refused, TraceDropped: r.TraceDropped,
+		Policy: r.engine != nil, RequestedBy: r.RequestedBy, Grants: r.Grants}
 }
 
 // publish keeps what operators see current: the run's details in the Temporal

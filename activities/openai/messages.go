@@ -155,6 +155,14 @@ func argumentsText(args json.RawMessage) string {
 
 // outcomeText tells the model, in words and JSON, what became of a call.
 func outcomeText(e plan.Entry) string {
+	text := outcomeWords(e)
+	if note := strings.TrimSpace(e.Note); note != "" {
+		text = note + "\n" + text
+	}
+	return text
+}
+
+func outcomeWords(e plan.Entry) string {
 	result := strings.TrimSpace(string(e.Result))
 	withResult := func(words string) string {
 		if result == "" {
@@ -181,6 +189,9 @@ func outcomeText(e plan.Entry) string {
 		}
 		return "the call failed: " + reason
 	case plan.StatusBlocked:
+		if strings.HasPrefix(reason, plan.DeniedByRule) {
+			return "the call was blocked: " + reason + "\nDo not propose it again with the same arguments."
+		}
 		s := "the call was blocked: this run does not allow destructive calls"
 		if reason != "" {
 			s += ": " + reason

@@ -13,6 +13,7 @@ import (
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -27,6 +28,8 @@ func (c *cli) start(ctx context.Context, args []string) error {
 	planner := fs.String("planner", plan.KindSupport, "planner for --goal: support or openai")
 	approval := fs.String("approval", "", "approval policy: human (default), deny or always_approve")
 	wait := fs.Bool("wait", false, "follow the run until it ends")
+	as := fs.String("as", "", "sign the start as this approver of the worker's policy (with --key): the run records who requested it")
+	keyFile := fs.String("key", "", "the private key file to sign with (toolgate keys new)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +42,18 @@ func (c *cli) start(ctx context.Context, args []string) error {
 	}
 	if *approval != "" {
 		in.Approval = *approval
+	}
+	if (*as == "") != (*keyFile == "") {
+		return errors.New("run: --as and --key go together (a signed start names its requester and proves it)")
+	}
+	if *keyFile != "" {
+		key, err := signed.ReadPrivateKey(*keyFile)
+		if err != nil {
+			return err
+		}
+		if err := tgclient.SignStart(&in, *id, *as, key, 0); err != nil {
+			return err
+		}
 	}
 	tc, err := c.dial(ctx, cn)
 	if err != nil {
@@ -193,9 +208,14 @@ func (c *cli) reject(ctx context.Context, args []string) error { return c.decide
 func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	fs := c.flags(name)
 	cn := c.connFlags(fs)
-	as := fs.String("as", envOr("USER", "operator"), "who decides (kept in the trace)")
+	as := fs.String("as", envOr("USER", "operator"), "who decides (kept in the trace; with --key, an approver of the worker's policy)")
+	keyFile := fs.String("key", "", "sign the decision with this private key (toolgate keys new); a worker with a policy takes no other")
 	note := fs.String("note", "", "a note kept with the approval")
 	reason := fs.String("reason", "", "why (required for reject; the planner receives it)")
+	var edited *string
+	if name == "approve" {
+		edited = fs.String("args", "", "approve the call with these arguments (a JSON object) instead: checked against the tool's schema and the policy's rules")
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -204,12 +224,25 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		return fmt.Errorf("%s needs a run id and at least one call id", name)
 	}
 	who := tgclient.Decider{Approver: *as, Text: *note}
+	if *keyFile != "" {
+		if who.Key, err = signed.ReadPrivateKey(*keyFile); err != nil {
+			return err
+		}
+	}
 	decide := (*tgclient.Client).Approve
 	if name == "reject" {
 		if strings.TrimSpace(*reason) == "" {
 			return errors.New("reject needs --reason: the planner is told why")
 		}
 		who.Text, decide = *reason, (*tgclient.Client).Reject
+	} else if *edited != "" {
+		if len(pos) != 2 {
+			return errors.New("approve --args edits one call: name exactly one call id")
+		}
+		if !json.Valid([]byte(*edited)) {
+			return fmt.Errorf("--args is not valid JSON: %s", oneLine(*edited))
+		}
+		who.EditedArgs = json.RawMessage(*edited)
 	}
 	tc, err := c.dial(ctx, cn)
 	if err != nil {

@@ -24,17 +24,22 @@ import (
 const usage = `toolgate — a durable, safe tool executor for AI agents, on Temporal.
 
 Usage:
-  toolgate demo   [--yes] [--data DIR] [--planner support|openai]
+  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT] [--http-api]
+                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
-                  [--search-attributes] [--metrics-address HOST:PORT]
+                  [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
+                  [--as NAME --key FILE]
   toolgate status|next|trace ID [--json]
-  toolgate approve ID CALL_ID... [--as NAME] [--note TEXT]
-  toolgate reject  ID CALL_ID... --reason TEXT [--as NAME]
+  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON]
+  toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]]
+  toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION]
+  toolgate revoke  ID GRANT_ID --as NAME --key FILE
   toolgate pending [--json]
   toolgate replay FILE...
+  toolgate audit  HISTORY.json... [--policy FILE]
+  toolgate keys new NAME [--dir DIR]
 
 The benchmark is a command of its own (BENCHMARKS.md):
   go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
@@ -85,6 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
+		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -45,6 +45,33 @@ func printState(w io.Writer, s workflows.State) {
 	for _, r := range s.Refused {
 		fmt.Fprintf(w, "refused %s %s: %s\n", oneLine(r.Signal), oneLine(r.CallID), oneLine(r.Error))
 	}
+	if s.Policy {
+		fmt.Fprintln(w, "policy: the worker's policy holds this run: decisions must be signed (--as NAME --key FILE)")
+	}
+	if s.RequestedBy != "" {
+		fmt.Fprintf(w, "requested by: %s (who may approve none of its calls)\n", oneLine(s.RequestedBy))
+	}
+	for _, g := range s.Grants {
+		printGrant(w, g)
+	}
+}
+
+// printGrant prints one grant of a run.
+func printGrant(w io.Writer, g workflows.Grant) {
+	line := fmt.Sprintf("grant %s: %s by %s, used %d", oneLine(g.ID), oneLine(g.Tool), oneLine(g.By), g.Used)
+	if g.Uses > 0 {
+		line += fmt.Sprintf(" of %d", g.Uses)
+	}
+	if g.When != "" {
+		line += ", when " + oneLine(g.When)
+	}
+	if !g.Until.IsZero() {
+		line += ", until " + g.Until.Format(time.RFC3339)
+	}
+	if g.RevokedBy != "" {
+		line += ", revoked by " + oneLine(g.RevokedBy)
+	}
+	fmt.Fprintln(w, line)
 }
 
 func printInterrupt(w io.Writer, run string, it workflows.Interrupt) {
@@ -54,6 +81,24 @@ func printInterrupt(w io.Writer, run string, it workflows.Interrupt) {
 	fmt.Fprintf(w, "waiting: %s%s %s %s (%s: %s) since %s, expires %s, digest %s\n", run, oneLine(it.CallID), oneLine(it.Tool),
 		oneLineBytes(it.CallArgs), oneLine(string(it.Kind)), oneLine(it.Reason), it.RequestedAt.Format(time.RFC3339),
 		it.ExpiresAt.Format(time.RFC3339), oneLine(it.ArgsDigest))
+	if it.Needs != nil {
+		who := "any approver"
+		if len(it.Needs.Roles) > 0 {
+			who = "role " + oneLine(strings.Join(it.Needs.Roles, " or "))
+		}
+		rule := "the tool's approvers"
+		if it.Rule != "" {
+			rule = "rule " + oneLine(it.Rule)
+		}
+		fmt.Fprintf(w, "         needs %d of %s (%s); approved so far: %d", it.Needs.Count, who, rule, len(it.ApprovedBy))
+		if len(it.ApprovedBy) > 0 {
+			fmt.Fprintf(w, " (%s)", oneLine(strings.Join(it.ApprovedBy, ", ")))
+		}
+		fmt.Fprintln(w)
+	}
+	if it.EditedBy != "" {
+		fmt.Fprintf(w, "         edited by %s from %s\n", oneLine(it.EditedBy), oneLineBytes(it.OriginalArgs))
+	}
 }
 
 func printTrace(w io.Writer, trace []workflows.TraceRecord) {
@@ -69,8 +114,14 @@ func printTrace(w io.Writer, trace []workflows.TraceRecord) {
 func detail(r workflows.TraceRecord) string {
 	var parts []string
 	parts = append(parts, oneLineBytes(r.Args))
+	if len(r.OriginalArgs) > 0 {
+		parts = append(parts, "(edited from "+oneLineBytes(r.OriginalArgs)+")")
+	}
 	if r.Approver != "" {
 		parts = append(parts, "by "+oneLine(r.Approver))
+	}
+	if r.Rule != "" {
+		parts = append(parts, "rule "+oneLine(r.Rule))
 	}
 	if r.Reason != "" {
 		parts = append(parts, oneLine(r.Reason))
@@ -89,7 +140,14 @@ func detail(r workflows.TraceRecord) string {
 
 // printDecision prints the answer to an approve or reject.
 func printDecision(w io.Writer, res workflows.DecisionResult) {
-	fmt.Fprintf(w, "%s %s (%s) by %s\n", oneLine(res.Decision), oneLine(res.CallID), oneLine(res.Tool), oneLine(res.Approver))
+	fmt.Fprintf(w, "%s %s (%s) by %s", oneLine(res.Decision), oneLine(res.CallID), oneLine(res.Tool), oneLine(res.Approver))
+	if res.Needed > 1 {
+		fmt.Fprintf(w, ": %d of %d approvals (%s)", len(res.ApprovedBy), res.Needed, oneLine(strings.Join(res.ApprovedBy, ", ")))
+		if res.Decision == workflows.DecisionCounted {
+			fmt.Fprint(w, "; it waits for more")
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // block is s escaped for a text block whose first line follows a label: its
@@ -155,7 +213,7 @@ func (c *cli) follow(ctx context.Context, tc client.Client, cn *conn, id string,
 			asked[key] = true
 			fmt.Fprintf(c.stdout, "\n%s waits for a human: %s %s — %s\n", oneLine(it.CallID), oneLine(it.Tool), oneLineBytes(it.CallArgs), oneLine(it.Reason))
 			if onWait == nil {
-				printHowToDecide(c.stdout, cn, id, it)
+				printHowToDecide(c.stdout, cn, id, it, s.State.Policy)
 				continue
 			}
 			if err := onWait(it); err != nil {
@@ -170,12 +228,19 @@ func (c *cli) follow(ctx context.Context, tc client.Client, cn *conn, id string,
 	}
 }
 
-func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt) {
+func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt, signedOnly bool) {
 	extra := `,"args_digest":"` + oneLine(it.ArgsDigest) + `"`
 	if it.Kind == workflows.KindInterrupt {
 		extra += `,"kind":"interrupt"`
 	}
 	at := fmt.Sprintf("--address %s --namespace %s", cn.address, cn.namespace)
+	if signedOnly {
+		fmt.Fprintf(w, `decide from another shell (the worker's policy takes signed decisions only):
+  toolgate approve %[1]s %[2]s --as NAME --key NAME.key %[3]s
+  toolgate reject  %[1]s %[2]s --reason TEXT --as NAME --key NAME.key %[3]s
+`, oneLine(id), oneLine(it.CallID), oneLine(at))
+		return
+	}
 	fmt.Fprintf(w, `decide from another shell:
   toolgate approve %[1]s %[2]s --as NAME %[4]s
   toolgate reject  %[1]s %[2]s --reason TEXT --as NAME %[4]s

@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +22,8 @@ import (
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -60,7 +64,7 @@ func (s *stack) stop() {
 // up starts the embedded server (srv: where and what it serves; its logger
 // and search attributes are set here) and a worker on it (metrics: the
 // worker's metrics handler, nil for none).
-func (c *cli) up(ctx context.Context, srv devserver.Options, allowAuto bool, metrics client.MetricsHandler) (_ *stack, err error) {
+func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
@@ -93,7 +97,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, allowAuto bool, met
 		return nil, err
 	}
 	s.desk = d
-	opts.AllowAutoApprove = allowAuto
+	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
 	opts.SearchAttributes = true
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
@@ -116,8 +120,12 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopMetrics(m)
+	wo, err := sv.workerOptions()
+	if err != nil {
+		return err
+	}
 	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		*sv.allowAuto, m.Handler())
+		wo, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -160,7 +168,11 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	if hook := faultAfterCommit(); hook != nil { // nil unless built with -tags toolgate_fault (fault.go)
 		d.FailAfterCommit = hook
 	}
-	opts.AllowAutoApprove = *sv.allowAuto
+	wo, err := sv.workerOptions()
+	if err != nil {
+		return err
+	}
+	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
 	opts.SearchAttributes = *searchAttrs
 	w, err := worker.Start(cl, *tq, opts)
 	if err != nil {
@@ -181,62 +193,122 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	data := dataFlag(fs)
 	yes := fs.Bool("yes", false, "approve every call that waits for a human, without asking")
 	planner := fs.String("planner", plan.KindSupport, "planner: support (rule-based) or openai (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL)")
+	policyFile := fs.String("policy", "", "an approval policy (examples/policy.yaml): approvers with an empty key get one the demo makes under DATA/keys, and decide by signed decisions")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	var ds *demoSigners
+	var wo workerOptions
+	if *policyFile != "" {
+		var err error
+		if ds, err = loadDemoPolicy(*policyFile, filepath.Join(*data, "keys")); err != nil {
+			return err
+		}
+		wo.policy = ds.policy
+		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
+	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, false, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, wo, nil)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
 	id := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	in := workflows.RunInput{Goal: demoGoal, Planner: plan.Config{Kind: *planner}}
-	if _, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowName, in); err != nil {
-		return fmt.Errorf("starting the demo run: %w", err)
-	}
-	fmt.Fprintf(c.stdout, "server at %s; run %s: %q\n\n", s.server.Address(), id, demoGoal)
-	decide := c.askAtTerminal(ctx, s.client, id)
-	if *yes {
-		decide = func(it workflows.Interrupt) error {
-			return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest, Kind: it.Kind})
+	decider := func(id string) func(workflows.Interrupt) error {
+		switch {
+		case *yes && ds != nil:
+			return func(it workflows.Interrupt) error { return c.demoDecide(ctx, ds, s.client, id, true, "", it) }
+		case *yes:
+			return func(it workflows.Interrupt) error {
+				return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest, Kind: it.Kind})
+			}
+		case !isTerminal(c.stdin):
+			fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
+			if ds != nil {
+				fmt.Fprintf(c.stdout, "(sign it as one of the policy's approvers: --as NAME --key %s)\n", ds.keyFile("NAME"))
+			}
+			return nil
 		}
-	} else if !isTerminal(c.stdin) {
-		fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
-		decide = nil
+		return c.askAtTerminal(ctx, s.client, id, ds)
 	}
-	res, err := c.follow(ctx, s.client, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, id, decide)
+	res, err := c.demoRun(ctx, s, id, in, decider)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.stdout, "\ntrace:")
-	printTrace(c.stdout, res.Trace)
 	if t, err := s.desk.Ticket(ctx, "TKT-3"); err == nil {
 		fmt.Fprintf(c.stdout, "\nticket %s %q is %s\n", t.ID, t.Title, t.Status)
+	}
+	if ds == nil || res.Status != workflows.StatusCompleted {
+		return resultError(res)
+	}
+	// With a policy, a second run shows its refund rules at work.
+	fmt.Fprintf(c.stdout, "\nand three refunds under the policy's rules:\n")
+	res, err = c.demoRun(ctx, s, id+"-refunds", demoRefunds, decider)
+	if err != nil {
+		return err
 	}
 	return resultError(res)
 }
 
+// demoRefunds is the demo's second run under a policy: a small refund (the
+// small-refunds rule lets it run), a large one (two approvers of finance)
+// and one marked as a test (the no-test-refunds rule denies it).
+var demoRefunds = workflows.RunInput{Goal: "refund the guests", Planner: plan.Config{Kind: plan.KindScripted, Answer: "refunds done",
+	Turns: [][]tool.Proposal{{
+		{Tool: "refund", Args: json.RawMessage(`{"booking_id":"BK-3","amount_cents":3000,"reason":"late check-in"}`)},
+		{Tool: "refund", Args: json.RawMessage(`{"booking_id":"BK-2","amount_cents":30000,"reason":"double charge"}`)},
+		{Tool: "refund", Args: json.RawMessage(`{"booking_id":"BK-1","amount_cents":9000,"reason":"test refund"}`)},
+	}}}}
+
+// demoRun starts one demo run, follows it (deciding with decider(id)) and
+// prints its trace.
+func (c *cli) demoRun(ctx context.Context, s *stack, id string, in workflows.RunInput, decider func(string) func(workflows.Interrupt) error) (workflows.RunResult, error) {
+	if _, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowName, in); err != nil {
+		return workflows.RunResult{}, fmt.Errorf("starting the demo run: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "server at %s; run %s: %q\n\n", s.server.Address(), id, in.Goal)
+	res, err := c.follow(ctx, s.client, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, id, decider(id))
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintln(c.stdout, "\ntrace:")
+	printTrace(c.stdout, res.Trace)
+	return res, nil
+}
+
 // askAtTerminal asks the operator to approve or reject each waiting call.
-func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string) func(workflows.Interrupt) error {
+// With the demo's policy (ds), each decision is signed by the demo's
+// approvers who may make it.
+func (c *cli) askAtTerminal(ctx context.Context, cl client.Client, id string, ds *demoSigners) func(workflows.Interrupt) error {
 	in := bufio.NewReader(c.stdin)
 	return func(it workflows.Interrupt) error {
+		as := envOr("USER", "operator")
+		if ds != nil {
+			as = strings.Join(ds.deciders(it), " and ")
+		}
 		for {
-			fmt.Fprintf(c.stdout, "approve %s %s? [y]es / [n]o (reject with a reason): ", oneLine(it.Tool), oneLineBytes(it.CallArgs))
+			fmt.Fprintf(c.stdout, "approve %s %s as %s? [y]es / [n]o (reject with a reason): ", oneLine(it.Tool), oneLineBytes(it.CallArgs), oneLine(as))
 			line, err := in.ReadString('\n')
 			if err != nil {
 				return fmt.Errorf("reading your answer: %w", err)
 			}
 			switch strings.ToLower(strings.TrimSpace(line)) {
 			case "y", "yes":
-				return c.sendAndSay(ctx, cl, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"), ArgsDigest: it.ArgsDigest, Kind: it.Kind})
+				if ds != nil {
+					return c.demoDecide(ctx, ds, cl, id, true, "", it)
+				}
+				return c.sendAndSay(ctx, cl, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: as, ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 			case "n", "no":
 				fmt.Fprint(c.stdout, "reason: ")
 				reason, err := in.ReadString('\n')
 				if err != nil {
 					return fmt.Errorf("reading the reason: %w", err)
 				}
-				return c.sendAndSay(ctx, cl, id, "reject", workflows.DecisionInput{CallID: it.CallID, Approver: envOr("USER", "operator"),
+				if ds != nil {
+					return c.demoDecide(ctx, ds, cl, id, false, strings.TrimSpace(reason), it)
+				}
+				return c.sendAndSay(ctx, cl, id, "reject", workflows.DecisionInput{CallID: it.CallID, Approver: as,
 					Reason: strings.TrimSpace(reason), ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 			}
 		}
@@ -264,13 +336,33 @@ func isTerminal(r any) bool {
 type serving struct {
 	allowAuto   *bool
 	metricsAddr *string
+	policyFile  *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
 	return serving{
 		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
+		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 	}
+}
+
+// workerOptions are the worker's switches that dev, worker and demo set from flags.
+type workerOptions struct {
+	allowAuto bool
+	policy    *policy.Policy
+}
+
+func (sv serving) workerOptions() (workerOptions, error) {
+	wo := workerOptions{allowAuto: *sv.allowAuto}
+	if *sv.policyFile != "" {
+		p, err := policy.Load(*sv.policyFile)
+		if err != nil {
+			return wo, err
+		}
+		wo.policy = p
+	}
+	return wo, nil
 }
 
 // parseServing parses args and starts the metrics endpoint if one was asked

@@ -8,6 +8,12 @@
 // worker.WorkflowReplayer.ReplayWorkflowHistoryFromJSONFile reads. Every file
 // written is replayed once before the command ends.
 //
+// The policy_* flows run on a worker with an approval policy (rules version
+// 4): fixturePolicy, with keys generated afresh for each flow. The public
+// keys end up in the recorded config (the toolgate.config marker); the
+// private keys live only in memory, long enough to sign the flow's
+// decisions, grants and starts.
+//
 // Run it from anywhere in the module:
 //
 //	go run ./testsuite/histories/record              # every flow
@@ -44,6 +50,7 @@ import (
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/replay"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -160,6 +167,17 @@ type flow struct {
 	unordered bool
 	// allRuns: write the first and the last run of a continue-as-new chain.
 	allRuns bool
+	// policy: the worker has fixturePolicy, with approvers whose keys are
+	// generated for this flow; signedDrive (not drive) then decides, and
+	// prepare may sign the input (a request_token) before the run starts.
+	policy      bool
+	prepare     func(s *signers, id string, in *workflows.RunInput) error
+	signedDrive func(ctx context.Context, cl client.Client, id string, s *signers) error
+	// approvers: who each approved record of the trace names, in order
+	// ("rule:small-refunds", "bob, carol", "grant:carol", …); nil: not checked.
+	approvers []string
+	// edited: the call whose approved record must show original_args.
+	edited string
 }
 
 func proposal(toolName, args string) tool.Proposal {
@@ -290,6 +308,67 @@ var flows = []flow{
 		status: workflows.StatusCompleted,
 		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 approved", "c-3 ok"},
 	},
+	{
+		// The rules decide: a small refund runs by rule, a test refund is
+		// denied by rule, and close_ticket waits for support (alice, signed).
+		name: "policy_rule",
+		in: workflows.RunInput{Goal: "refund BK-1 a little, try a test refund, close TKT-3", Planner: scripted("done",
+			[]tool.Proposal{refund("BK-1", 2500, "")},
+			[]tool.Proposal{refund("BK-3", 5000, `,"reason":"a test refund"`)},
+			[]tool.Proposal{closeTKT3})},
+		policy: true,
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			res, err := s.decideSigned(ctx, cl, id, "c-3", signed.ActionApprove, "alice", nil)
+			return wantDecision(res, err, workflows.TraceApproved)
+		},
+		status:    workflows.StatusCompleted,
+		trace:     []string{"c-1 approved", "c-1 ok", "c-2 blocked", "c-3 blocked", "c-3 approved", "c-3 ok"},
+		approvers: []string{"rule:small-refunds", "alice"},
+	},
+	{
+		// A large refund needs two of finance: bob's approval is counted,
+		// carol's decides. dave requested the run (a signed start).
+		name: "policy_quorum",
+		in: workflows.RunInput{Goal: "refund most of BK-2", Planner: scripted("refunded",
+			[]tool.Proposal{refund("BK-2", 30000, "")})},
+		policy:  true,
+		prepare: signStart("dave"),
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			res, err := s.decideSigned(ctx, cl, id, "c-1", signed.ActionApprove, "bob", nil)
+			if err := wantDecision(res, err, workflows.DecisionCounted); err != nil {
+				return err
+			}
+			res, err = s.decideSigned(ctx, cl, id, "c-1", signed.ActionApprove, "carol", nil)
+			return wantDecision(res, err, workflows.TraceApproved)
+		},
+		status:    workflows.StatusCompleted,
+		trace:     []string{"c-1 blocked", "c-1 approved", "c-1 ok"},
+		approvers: []string{"bob, carol"},
+	},
+	{
+		// bob approves a 9000 refund edited down to 8000; carol grants
+		// refunds up to 5000 once, so the next refund passes by grant:carol.
+		name: "policy_edit",
+		in: workflows.RunInput{Goal: "refund BK-1 twice", Planner: scripted("refunded",
+			[]tool.Proposal{refund("BK-1", 9000, "")},
+			[]tool.Proposal{refund("BK-1", 5000, "")})},
+		policy: true,
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			if _, err := waitPending(ctx, cl, id, "c-1", workflows.KindGate); err != nil {
+				return err
+			}
+			// The grant comes while c-1 waits, so it is in place before c-2.
+			if _, err := s.grantSigned(ctx, cl, id, "carol", signed.Grant{Tool: "refund", When: "args.amount_cents <= 5000", Uses: 1}); err != nil {
+				return err
+			}
+			res, err := s.decideSigned(ctx, cl, id, "c-1", signed.ActionApprove, "bob", json.RawMessage(`{"booking_id":"BK-1","amount_cents":8000}`))
+			return wantDecision(res, err, workflows.TraceApproved)
+		},
+		status:    workflows.StatusCompleted,
+		trace:     []string{"c-1 blocked", "grant", "c-1 approved", "c-1 ok", "c-2 approved", "c-2 ok"},
+		approvers: []string{"bob", "grant:carol"},
+		edited:    "c-1",
+	},
 }
 
 // record runs one flow on a worker of its own (its own desk database under
@@ -303,20 +382,39 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 	defer desk.Close()
 	opts.AllowAutoApprove = true
 	opts.SearchAttributes = true
+	id := "fixture-" + f.name
+	in := f.in
+	var s *signers
+	if f.policy {
+		if s, err = newSigners(); err != nil {
+			return nil, err
+		}
+		opts.Policy = s.policy
+		opts.AllowAutoApprove = false // a worker with a policy refuses it
+		if f.prepare != nil {
+			if err := f.prepare(s, id, &in); err != nil {
+				return nil, err
+			}
+		}
+	}
 	w, err := worker.Start(cl, workflows.TaskQueue, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
 
-	id := "fixture-" + f.name
 	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		WorkflowExecutionTimeout: 2 * time.Minute}, workflows.WorkflowName, f.in)
+		WorkflowExecutionTimeout: 2 * time.Minute}, workflows.WorkflowName, in)
 	if err != nil {
 		return nil, err
 	}
 	if f.drive != nil {
 		if err := f.drive(ctx, cl, id); err != nil {
+			return nil, err
+		}
+	}
+	if f.signedDrive != nil {
+		if err := f.signedDrive(ctx, cl, id, s); err != nil {
 			return nil, err
 		}
 	}
@@ -358,7 +456,7 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 func check(f flow, res workflows.RunResult) error {
 	var got []string
 	for _, r := range res.Trace {
-		got = append(got, r.CallID+" "+r.Status)
+		got = append(got, strings.TrimSpace(r.CallID+" "+r.Status)) // a grant has no call
 	}
 	want := slices.Clone(f.trace)
 	if f.unordered {
@@ -367,6 +465,18 @@ func check(f flow, res workflows.RunResult) error {
 	}
 	if res.Status != f.status || !slices.Equal(got, want) {
 		return fmt.Errorf("run ended %s with trace %q; the flow wants %s with %q", res.Status, got, f.status, want)
+	}
+	var approvers []string
+	for _, r := range res.Trace {
+		if r.Status == workflows.TraceApproved {
+			approvers = append(approvers, r.Approver)
+			if r.CallID == f.edited && len(r.OriginalArgs) == 0 {
+				return fmt.Errorf("call %s was approved without original_args: the edit is not in the trace", r.CallID)
+			}
+		}
+	}
+	if f.approvers != nil && !slices.Equal(approvers, f.approvers) {
+		return fmt.Errorf("approved by %q; the flow wants %q", approvers, f.approvers)
 	}
 	return nil
 }

@@ -1,0 +1,198 @@
+// Package audit lists every decision an exported AgentRun history holds —
+// who made it, under which rule, and whether it is proven to be theirs — so
+// an auditor can re-verify a run's decisions from its history alone, without
+// the Temporal server or the worker.
+//
+// A history is JSON as `temporal workflow show --output json` writes it (and
+// the files under testsuite/histories). The decisions in it are:
+//
+//   - the signed start (RunInput.request_token, in WorkflowExecutionStarted);
+//   - approve and reject, sent as updates (WorkflowExecutionUpdateAccepted,
+//     with the outcome from WorkflowExecutionUpdateCompleted) or as signals
+//     (WorkflowExecutionSignaled);
+//   - grant and revoke updates;
+//   - the decisions the run's policy took by itself, from the trace in the
+//     run's result (WorkflowExecutionCompleted): calls allowed or denied by a
+//     rule ("rule:<id>") and calls let through by a grant ("grant:<name>").
+//
+// Each signed token is verified with signed.Verify against the key the
+// policy declares for its approver (sub), and checked to be for this
+// workflow id, for the action it came as, and — for approve and reject — for
+// the call (and, when the payload names them, the approver and the
+// args_digest) it was sent with; a start's goal_digest must be the goal's
+// SHA-256. A rule decision is checked by evaluating the policy's rules again
+// on the call's recorded arguments; a grant's use by finding the verified,
+// applied grant it relies on.
+//
+// The policy is the one the run was held to, recorded in its history (the
+// result of the toolgate.config local activity, a LocalActivity marker),
+// unless the caller passes one kept independently: a history whose recorded
+// policy was swapped along with the tokens then fails against it.
+//
+// Time validity (iat, exp) is NOT checked: tokens expire minutes after they
+// are signed, and what matters is that the run accepted them when they were
+// valid, which it checked with its own clock (a refused update leaves no
+// event, or a failed outcome). Applied says what the run did with each.
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signed"
+)
+
+// Entry kinds.
+const (
+	KindStart    = signed.ActionStart   // a signed start (request_token)
+	KindApprove  = signed.ActionApprove // a signed approval
+	KindReject   = signed.ActionReject  // a signed rejection
+	KindGrant    = signed.ActionGrant   // a signed grant
+	KindRevoke   = signed.ActionRevoke  // a signed revocation of a grant
+	KindRule     = "rule"               // a call allowed or denied by a rule of the policy
+	KindGrantUse = "grant-use"          // a call let through by a grant
+	KindUnsigned = "unsigned"           // an approve or reject without a token
+)
+
+// How a decision reached the run.
+const (
+	ViaUpdate = "update"
+	ViaSignal = "signal"
+	ViaStart  = "start"
+	ViaTrace  = "trace" // taken by the run itself; found in its trace
+)
+
+// ProblemUnsigned is the Problem of an unsigned decision of a run without a
+// policy.
+const ProblemUnsigned = "unsigned (the worker had no policy)"
+
+// Entry is one decision.
+type Entry struct {
+	At      time.Time // the event's time (for trace entries, the trace record's)
+	EventID int64
+	Kind    string // KindStart … KindUnsigned
+	Via     string // ViaUpdate | ViaSignal | ViaStart | ViaTrace
+	CallID  string
+	Tool    string // trace entries and grants
+	// Approver is the token's sub (as claimed: see Verified), or for an
+	// unsigned decision the payload's approver, or "rule:<id>" /
+	// "grant:<name>" from the trace.
+	Approver string
+	Rule     string // the rule that asked for (or took) the decision, from the trace
+	Digest   string // the args_digest the token signs (trace entries: the call's)
+	// EditedDigest is set when an approval edited the call's arguments: the
+	// digest of the arguments approved instead.
+	EditedDigest string
+	// Result is what the run answered: approved, counted (a quorum not met
+	// yet), rejected, a grant's id, allow or deny (rules), or "refused: …".
+	Result string
+	// Applied: the update completed without failure; signals and trace
+	// entries: true; a start: the run did not refuse it.
+	Applied bool
+	// Verified: the signature verifies with the policy's key for the
+	// approver and the token is for this run, action and call (rules: the
+	// policy's rules decide the same; grant uses: a verified grant precedes).
+	Verified bool
+	Problem  string // why not Verified
+}
+
+// Signed says whether the entry is a signed decision (one carrying a token).
+func (e Entry) Signed() bool {
+	switch e.Kind {
+	case KindStart, KindApprove, KindReject, KindGrant, KindRevoke:
+		return true
+	}
+	return false
+}
+
+// Report is the audit of one history.
+type Report struct {
+	WorkflowID string
+	RunID      string
+	// Policy is the policy the decisions were verified against; nil if the
+	// history records none and none was given.
+	Policy *policy.Policy
+	// PolicyFrom is "history" (recorded in the run's toolgate.config
+	// marker), "given" (History's pol), or what the caller sets (a file).
+	PolicyFrom string
+	// Recorded: the history records a policy (the run was held to one).
+	Recorded bool
+	Entries  []Entry
+	// Notes say what the audit could not see (a run that continued as new,
+	// one that has not closed, a trace that dropped records).
+	Notes []string
+}
+
+// Failed lists the entries that fail the audit: signed decisions that do
+// not verify, rule and grant decisions the policy does not back, and an
+// unsigned update a run under a policy applied. Unsigned decisions of a run
+// without a policy are not failures: nothing could authenticate them.
+func (r Report) Failed() []Entry {
+	var out []Entry
+	for _, e := range r.Entries {
+		if e.Verified {
+			continue
+		}
+		if e.Kind == KindUnsigned && !(r.Recorded && e.Applied && e.Via == ViaUpdate) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Unverified counts the entries that are not verified (unsigned ones too).
+func (r Report) Unverified() int {
+	n := 0
+	for _, e := range r.Entries {
+		if !e.Verified {
+			n++
+		}
+	}
+	return n
+}
+
+// File audits the history in the file at path (see History).
+func File(path string, pol *policy.Policy) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, err
+	}
+	defer f.Close()
+	return History(f, pol)
+}
+
+// History audits one exported history. pol is the policy to verify against;
+// nil: the policy recorded in the history (Report.PolicyFrom says which).
+func History(r io.Reader, pol *policy.Policy) (Report, error) {
+	hist, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil {
+		return Report{}, fmt.Errorf("reading the history: %w", err)
+	}
+	evs := hist.GetEvents()
+	if len(evs) == 0 || evs[0].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
+		return Report{}, errors.New("not a run's history: it does not start with WorkflowExecutionStarted")
+	}
+	a := &auditor{pol: pol, updates: map[string]int{}}
+	a.rep.PolicyFrom = "given"
+	if pol == nil {
+		a.rep.PolicyFrom = "history"
+	}
+	start := evs[0].GetWorkflowExecutionStartedEventAttributes()
+	a.rep.WorkflowID = start.GetWorkflowId()
+	a.rep.RunID = start.GetOriginalExecutionRunId()
+	for _, ev := range evs {
+		if err := a.event(ev); err != nil {
+			return Report{}, fmt.Errorf("event %d (%s): %w", ev.GetEventId(), ev.GetEventType(), err)
+		}
+	}
+	a.finish()
+	return a.rep, nil
+}

@@ -1,0 +1,133 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	commonpb "go.temporal.io/api/common/v1"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// verify checks one token: its signature with the policy's key for its
+// approver, and that it is for this run, action and call.
+func (a *auditor) verify(t pendingToken) {
+	e := &a.rep.Entries[t.at]
+	e.Problem = ""
+	c, err := a.check(t)
+	if c.Approver != "" {
+		e.Approver = c.Approver
+	}
+	if t.action != signed.ActionStart && t.action != signed.ActionGrant && t.action != signed.ActionRevoke {
+		if e.Digest == "" {
+			e.Digest = c.ArgsDigest
+		}
+		e.EditedDigest = c.EditedDigest
+	}
+	if c.Grant != nil {
+		e.Tool = c.Grant.Tool
+	}
+	if t.action == signed.ActionStart && err == nil && e.Applied {
+		a.reqBy = c.Approver
+	}
+	if err != nil {
+		e.Problem = err.Error()
+		return
+	}
+	e.Verified = true
+}
+
+func (a *auditor) check(t pendingToken) (signed.Claims, error) {
+	c, err := signed.Peek(t.token)
+	if err != nil {
+		return c, fmt.Errorf("malformed token: %v", err)
+	}
+	if a.pol == nil {
+		return c, errors.New("no policy to verify against: the history records none (pass one)")
+	}
+	key, ok := a.pol.Key(c.Approver)
+	if !ok {
+		return c, fmt.Errorf("unknown approver %q: not an approver of the policy", c.Approver)
+	}
+	if _, err := signed.Verify(t.token, key); err != nil {
+		return c, fmt.Errorf("bad signature: not signed with %s's key in the policy", c.Approver)
+	}
+	switch {
+	case a.rep.WorkflowID == "":
+		return c, errors.New("the history does not name its workflow id, so the token's run (wid) cannot be checked")
+	case c.WorkflowID != a.rep.WorkflowID:
+		return c, fmt.Errorf("the token is for run %q, not this run (%q)", c.WorkflowID, a.rep.WorkflowID)
+	case c.Action != t.action:
+		return c, fmt.Errorf("the token signs %q but came as %q", c.Action, t.action)
+	}
+	if t.action == signed.ActionStart {
+		sum := sha256.Sum256([]byte(a.goal))
+		if c.GoalDigest != hex.EncodeToString(sum[:]) {
+			return c, errors.New("the token signs another goal (goal_digest is not the SHA-256 of this run's goal)")
+		}
+	}
+	if in := t.in; in != nil {
+		switch {
+		case c.CallID != in.CallID:
+			return c, fmt.Errorf("the token is for call %q, sent for %q", c.CallID, in.CallID)
+		case in.Approver != "" && in.Approver != c.Approver:
+			return c, fmt.Errorf("the payload names approver %q, the token %q", in.Approver, c.Approver)
+		case in.ArgsDigest != "" && in.ArgsDigest != c.ArgsDigest:
+			return c, fmt.Errorf("the payload's args_digest %q is not the one the token signs", in.ArgsDigest)
+		case in.Kind != "" && c.Kind != "" && string(in.Kind) != c.Kind:
+			return c, fmt.Errorf("the token answers kind %q, the payload %q", c.Kind, in.Kind)
+		}
+		if len(in.EditedArgs) > 0 {
+			var spec tool.Spec
+			if a.config != nil {
+				for _, s := range a.config.Tools {
+					if s.Name == a.callTool(in.CallID) {
+						spec = s
+					}
+				}
+			}
+			if spec.Name != "" {
+				if d, err := tool.Digest(spec.Name, in.EditedArgs); err != nil || d != c.EditedDigest {
+					return c, errors.New("the edited arguments sent are not the ones the token signs (edited_digest)")
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// callTool is the tool of a call, from the trace; "" if unknown.
+func (a *auditor) callTool(callID string) string {
+	if a.runRes == nil || callID == "" {
+		return ""
+	}
+	for _, r := range a.runRes.Trace {
+		if r.CallID == callID {
+			return r.Tool
+		}
+	}
+	return ""
+}
+
+// decodePayload decodes the first of the payloads, JSON, into v.
+func decodePayload(p *commonpb.Payloads, v any) error {
+	ps := p.GetPayloads()
+	if len(ps) == 0 {
+		return errors.New("no payload")
+	}
+	if enc := string(ps[0].GetMetadata()["encoding"]); enc != "json/plain" {
+		return fmt.Errorf("payload encoding %q, want json/plain", enc)
+	}
+	return json.Unmarshal(ps[0].GetData(), v)
+}
+
+// peekApprover is the approver a token claims to be from, unverified; "" if
+// it does not decode.
+func peekApprover(token string) string {
+	c, _ := signed.Peek(token)
+	return c.Approver
+}

@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// DefaultValidFor is how long a token the client signs stays valid.
+const DefaultValidFor = 10 * time.Minute
+
+// claims fills in the claims every token has: who, which run, when.
+func claims(approver, id, action string, validFor time.Duration) signed.Claims {
+	if validFor <= 0 {
+		validFor = DefaultValidFor
+	}
+	now := time.Now()
+	return signed.Claims{Approver: approver, WorkflowID: id, Action: action, IssuedAt: now.Unix(), Expiry: now.Add(validFor).Unix()}
+}
+
+// signDecision signs who's decision on the interrupt it was bound to.
+func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, in workflows.DecisionInput) (string, error) {
+	if it.CallID == "" {
+		return "", refused(ErrAlreadyDecided, fmt.Sprintf("call %s is not waiting for a decision in run %s: nothing to sign", in.CallID, id))
+	}
+	action := signed.ActionReject
+	if approve {
+		action = signed.ActionApprove
+	}
+	c := claims(who.Approver, id, action, who.ValidFor)
+	c.CallID, c.ArgsDigest, c.Note, c.Reason = in.CallID, in.ArgsDigest, in.Note, in.Reason
+	c.Kind, c.Asked = string(it.Kind), it.RequestedAt.UnixNano()
+	if len(in.EditedArgs) > 0 {
+		d, err := tool.Digest(it.Tool, in.EditedArgs)
+		if err != nil {
+			return "", refused(ErrRefusedInput, fmt.Sprintf("edited arguments: %v", err))
+		}
+		c.EditedDigest = d
+	}
+	tok, err := signed.Sign(who.Key, c)
+	if err != nil {
+		return "", fmt.Errorf("signing %s's decision: %w", who.Approver, err)
+	}
+	return tok, nil
+}
+
+// SignStart signs in as requested by approver for run id: the run records
+// who requested it (its RequestToken), and that approver may then approve
+// none of its calls. The token is valid for validFor (0: DefaultValidFor)
+// from now; start the run within that time.
+func SignStart(in *workflows.RunInput, id, approver string, key ed25519.PrivateKey, validFor time.Duration) error {
+	c := claims(approver, id, signed.ActionStart, validFor)
+	sum := sha256.Sum256([]byte(in.Goal))
+	c.GoalDigest = hex.EncodeToString(sum[:])
+	tok, err := signed.Sign(key, c)
+	if err != nil {
+		return fmt.Errorf("signing the start as %s: %w", approver, err)
+	}
+	in.RequestToken = tok
+	return nil
+}
+
+// Grant signs and sends approver's grant of g for run id: later calls of
+// g.Tool that match g.When and would ask one approver pass the gate as
+// approved by grant:<approver>, for g.Uses calls (0: no limit) until g.Until.
+func (c *Client) Grant(ctx context.Context, id, approver string, key ed25519.PrivateKey, g signed.Grant) (workflows.Grant, error) {
+	cl := claims(approver, id, signed.ActionGrant, 0)
+	cl.Grant = &g
+	return c.sendGrant(ctx, id, workflows.UpdateGrant, key, cl)
+}
+
+// Revoke signs and sends approver's revocation of grant grantID ("g-1") of run id.
+func (c *Client) Revoke(ctx context.Context, id, approver string, key ed25519.PrivateKey, grantID string) (workflows.Grant, error) {
+	cl := claims(approver, id, signed.ActionRevoke, 0)
+	cl.GrantID = grantID
+	return c.sendGrant(ctx, id, workflows.UpdateRevoke, key, cl)
+}
+
+func (c *Client) sendGrant(ctx context.Context, id, update string, key ed25519.PrivateKey, cl signed.Claims) (workflows.Grant, error) {
+	tok, err := signed.Sign(key, cl)
+	if err != nil {
+		return workflows.Grant{}, fmt.Errorf("signing the %s: %w", update, err)
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: update,
+		Args: []any{workflows.TokenInput{Token: tok}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return workflows.Grant{}, c.classify(id, err)
+	}
+	var res workflows.GrantResult
+	if err := h.Get(ctx, &res); err != nil {
+		return workflows.Grant{}, c.classify(id, err)
+	}
+	return res.Grant, nil
+}

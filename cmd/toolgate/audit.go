@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// audit is `toolgate audit HISTORY.json... [--policy FILE]`: list every
+// decision of exported histories (`temporal workflow show --output json`)
+// with who made it, under which rule, and whether its signature verifies
+// (package audit). It fails (exit status 1) if a signed decision does not
+// verify, or a rule or grant decision is not backed by the policy.
+func (c *cli) audit(ctx context.Context, args []string) error {
+	fs := c.flags("audit")
+	policyFile := fs.String("policy", "", "verify against this policy file, kept apart from the runs, instead of the policy recorded in each history")
+	files, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("usage: toolgate audit HISTORY.json... [--policy FILE] (temporal workflow show --workflow-id ID --output json > HISTORY.json)")
+	}
+	var pol *policy.Policy
+	if *policyFile != "" {
+		if pol, err = policy.Load(*policyFile); err != nil {
+			return err
+		}
+	}
+	var decisions, unverified, failed, unreadable int
+	for i, f := range files {
+		if i > 0 {
+			fmt.Fprintln(c.stdout)
+		}
+		rep, err := audit.File(f, pol)
+		if err != nil {
+			unreadable++
+			fmt.Fprintf(c.stdout, "%s: %s\n", f, multiLine(err.Error()))
+			continue
+		}
+		if pol != nil {
+			rep.PolicyFrom = *policyFile
+		}
+		printAudit(c.stdout, f, rep)
+		decisions += len(rep.Entries)
+		unverified += rep.Unverified()
+		failed += len(rep.Failed())
+	}
+	if len(files) > 1 {
+		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified\n", plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified)
+	}
+	switch {
+	case failed > 0:
+		return &exitError{code: 1, err: fmt.Errorf("audit failed: %s not verified", plural(failed, "decision"))}
+	case unreadable > 0:
+		return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d histories could not be read", unreadable, len(files))}
+	}
+	return nil
+}
+
+// printAudit prints one history's decisions as a table, and their count.
+func printAudit(w io.Writer, file string, rep audit.Report) {
+	fmt.Fprintf(w, "%s: run %s\n", file, oneLine(rep.WorkflowID))
+	switch {
+	case rep.Policy == nil:
+		fmt.Fprintln(w, "no policy: decisions were unauthenticated")
+	case rep.PolicyFrom == "history":
+		fmt.Fprintf(w, "policy: recorded in the history (approvers %s)\n", approverNames(rep.Policy))
+	case rep.Recorded:
+		fmt.Fprintf(w, "policy: %s (approvers %s), not the one the history records\n", rep.PolicyFrom, approverNames(rep.Policy))
+	default:
+		fmt.Fprintf(w, "policy: %s (approvers %s); the history records none: the run's decisions were unauthenticated\n", rep.PolicyFrom, approverNames(rep.Policy))
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(rep.Entries) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tKIND\tVIA\tCALL\tAPPROVER\tRULE\tDIGEST\tRESULT\tCHECK")
+		for _, e := range rep.Entries {
+			kind := e.Kind
+			if e.EditedDigest != "" {
+				kind += " (edit " + short(e.EditedDigest) + ")"
+			}
+			result := e.Result
+			if e.Kind == audit.KindGrant && e.Tool != "" {
+				result += " " + e.Tool
+			}
+			check := "verified"
+			if !e.Verified {
+				check = "NOT VERIFIED: " + e.Problem
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"),
+				oneLine(kind), e.Via, cell(e.CallID, 24), cell(e.Approver, 40), cell(e.Rule, 40), dash(short(e.Digest)),
+				cell(result, 60), truncate(oneLine(check), 300))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "%s, %d not verified", plural(len(rep.Entries), "decision"), rep.Unverified())
+	if n := len(rep.Failed()); n > 0 {
+		fmt.Fprintf(w, ", %d of them FAIL the audit", n)
+	}
+	fmt.Fprintln(w)
+}
+
+// cell is text that came from a run, escaped and cut for one table cell.
+func cell(s string, n int) string { return dash(truncate(oneLine(s), n)) }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// short is a digest's first 12 characters, escaped.
+func short(d string) string {
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return oneLine(d)
+}
+
+func approverNames(p *policy.Policy) string {
+	names := make([]string, 0, len(p.Approvers))
+	for n := range p.Approvers {
+		names = append(names, oneLine(n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func plural(n int, what string) string {
+	switch {
+	case n == 1:
+		return "1 " + what
+	case strings.HasSuffix(what, "y"):
+		return fmt.Sprintf("%d %sies", n, what[:len(what)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

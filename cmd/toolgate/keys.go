@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/toolgate/toolgate/signed"
+)
+
+// keyName is what an approver's key file may be called: the approver's name
+// in a policy file.
+var keyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// keys is `toolgate keys new NAME [--dir DIR]`.
+func (c *cli) keys(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "new" {
+		return errors.New("usage: toolgate keys new NAME [--dir DIR]")
+	}
+	fs := c.flags("keys new")
+	dir := fs.String("dir", filepath.Join(".toolgate", "keys"), "directory to write NAME.key and NAME.pub in")
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: toolgate keys new NAME [--dir DIR]")
+	}
+	name := pos[0]
+	if !keyName.MatchString(name) {
+		return fmt.Errorf("key name %.80q: want 1 to 64 of a-z 0-9 . _ - starting with a letter or digit (the approver's name in the policy)", name)
+	}
+	keyPath := filepath.Join(*dir, name+".key")
+	pubPath := filepath.Join(*dir, name+".pub")
+	if _, err := os.Lstat(keyPath); err == nil {
+		return fmt.Errorf("%s exists: refusing to overwrite a key (remove it first if you mean to replace %s's key)", keyPath, name)
+	}
+	pub, priv, err := signed.GenerateKey()
+	if err != nil {
+		return err
+	}
+	if err := signed.WritePrivateKey(keyPath, priv); err != nil {
+		return err
+	}
+	line := signed.FormatPublicKey(pub)
+	if err := writePublicKey(pubPath, line); err != nil {
+		os.Remove(keyPath) // ours, just made: no half-made pair left behind
+		return err
+	}
+	fmt.Fprintf(c.stdout, "wrote %s (private: keep it; mode 0600) and %s\npolicy line:\n  %s: {key: %q, roles: [ROLE]}\n",
+		keyPath, pubPath, name, line)
+	return nil
+}
+
+// writePublicKey writes a public key's text form, one line, mode 0644.
+func writePublicKey(path, line string) error {
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write public key: %w", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { // whatever the umask: it is public
+		return fmt.Errorf("write public key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package policy
+
+import (
+	"crypto/ed25519"
+	"fmt"
+
+	"github.com/toolgate/toolgate/signed"
+)
+
+// Key returns the approver's public key; false if name is not an approver
+// or their key does not parse (Validate refuses such a policy).
+func (p *Policy) Key(name string) (ed25519.PublicKey, bool) {
+	a, ok := p.Approvers[name]
+	if !ok {
+		return nil, false
+	}
+	pub, err := signed.ParsePublicKey(a.Key)
+	if err != nil {
+		return nil, false
+	}
+	return pub, true
+}
+
+// Roles returns a copy of the approver's roles; nil if name is not an
+// approver (an approver with no roles gets an empty, non-nil slice).
+func (p *Policy) Roles(name string) []string {
+	a, ok := p.Approvers[name]
+	if !ok {
+		return nil
+	}
+	return append([]string{}, a.Roles...)
+}
+
+// Eligible says why name may not decide a call that needs need, or returns
+// nil when they may: name must be an approver of the policy and, when
+// need.Roles is not empty, hold one of those roles.
+func (p *Policy) Eligible(name string, need Approvers) error {
+	a, ok := p.Approvers[name]
+	if !ok {
+		return fmt.Errorf("%q is not an approver of this worker's policy", name)
+	}
+	if len(need.Roles) == 0 || hasAny(a.Roles, need.Roles) {
+		return nil
+	}
+	if len(a.Roles) == 0 {
+		return fmt.Errorf("%s holds no role; this call needs one of %v", name, need.Roles)
+	}
+	return fmt.Errorf("%s holds %v; this call needs one of %v", name, a.Roles, need.Roles)
+}
+
+// ShareRole reports whether approvers a and b hold a role in common.
+func (p *Policy) ShareRole(a, b string) bool {
+	x, okA := p.Approvers[a]
+	y, okB := p.Approvers[b]
+	return okA && okB && hasAny(x.Roles, y.Roles)
+}
+
+// ToolApprovers returns the tool's own approvers block (Count at least 1),
+// or Approvers{Count: 1} (any approver) when it declares none.
+func (p *Policy) ToolApprovers(tool string) Approvers {
+	t, ok := p.Tools[tool]
+	if !ok || t.Approvers == nil {
+		return Approvers{Count: 1}
+	}
+	return t.Approvers.normalized()
+}

@@ -1,0 +1,55 @@
+// Package policy is the worker's approval policy: who may decide (approvers,
+// their public keys and roles) and by which rule (per tool, CEL expressions
+// over a call's arguments that allow, ask or deny). It is declared where the
+// worker starts, never by a client, and recorded in each run's history when
+// the run starts, so a run is held to the policy of its start.
+package policy
+
+// Decide is what a rule decides.
+type Decide string
+
+// What a rule may decide.
+const (
+	Allow Decide = "allow" // the call runs with no human: approved by rule:<id>
+	Ask   Decide = "ask"   // the call waits at the gate for the rule's approvers
+	Deny  Decide = "deny"  // the call is blocked; the planner is told which rule
+)
+
+// Approvers says who may decide a call: Count distinct approvers (default
+// 1), each holding at least one of Roles (no roles: any approver of the
+// policy).
+type Approvers struct {
+	Roles []string `json:"roles,omitempty" yaml:"roles"`
+	Count int      `json:"count,omitempty" yaml:"count"`
+}
+
+// Rule is one rule of a tool. Rules are tried in order; the first whose When
+// holds decides (a Shadow rule is recorded when it holds, never enforced, and
+// the next rule is tried).
+type Rule struct {
+	ID        string     `json:"id" yaml:"id"`
+	When      string     `json:"when" yaml:"when"`
+	Decide    Decide     `json:"decide" yaml:"decide"`
+	Approvers *Approvers `json:"approvers,omitempty" yaml:"approvers"`
+	Shadow    bool       `json:"shadow,omitempty" yaml:"shadow"`
+}
+
+// Tool is the policy of one tool: its rules, and the approvers of an "ask"
+// that names none (and of a destructive call no rule matched).
+type Tool struct {
+	Rules     []Rule     `json:"rules,omitempty" yaml:"rules"`
+	Approvers *Approvers `json:"approvers,omitempty" yaml:"approvers"`
+}
+
+// Approver is one person who may decide: the public key that proves a
+// decision is theirs ("ed25519:…", see signed.FormatPublicKey) and their roles.
+type Approver struct {
+	Key   string   `json:"key" yaml:"key"`
+	Roles []string `json:"roles,omitempty" yaml:"roles"`
+}
+
+// Policy is a policy file.
+type Policy struct {
+	Approvers map[string]Approver `json:"approvers" yaml:"approvers"`
+	Tools     map[string]Tool     `json:"tools,omitempty" yaml:"tools"`
+}

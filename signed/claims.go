@@ -1,0 +1,56 @@
+// Package signed makes and checks toolgate's signed tokens: a decision on a
+// call (approve, reject), a grant and its revocation, and the start of a run,
+// each a JWS in compact form signed with EdDSA (Ed25519) by an approver whose
+// public key the worker's policy declares.
+package signed
+
+// Actions a token authorizes (Claims.Action).
+const (
+	ActionApprove = "approve"
+	ActionReject  = "reject"
+	ActionGrant   = "grant"
+	ActionRevoke  = "revoke"
+	ActionStart   = "start"
+)
+
+// Claims are what a token says. Approver, IssuedAt and Expiry are the JWT's
+// registered claims sub, iat and exp (seconds since the epoch); the rest are
+// toolgate's own.
+type Claims struct {
+	Approver   string `json:"sub"`
+	WorkflowID string `json:"wid"`
+	Action     string `json:"act"`
+	// CallID and ArgsDigest bind an approve or reject to one call and the
+	// exact arguments its approver saw.
+	CallID     string `json:"call,omitempty"`
+	ArgsDigest string `json:"digest,omitempty"`
+	// Kind ("gate", the default, or "interrupt") and Asked (the interrupt's
+	// requested_at in Unix nanoseconds) bind a decision to the one question
+	// its approver answered: a gate approval cannot answer the tool's own
+	// interrupt on the same call, nor one interrupt the next.
+	Kind  string `json:"kind,omitempty"`
+	Asked int64  `json:"asked,omitempty"`
+	// EditedDigest (approve) is the args_digest of the edited arguments the
+	// approver approves instead.
+	EditedDigest string `json:"edited_digest,omitempty"`
+	Note         string `json:"note,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Grant (grant) allows a tool for the rest of the run chain.
+	Grant *Grant `json:"grant,omitempty"`
+	// GrantID (revoke) names the grant revoked ("g-1").
+	GrantID string `json:"grant_id,omitempty"`
+	// GoalDigest (start) is the SHA-256 (hex) of the run's goal.
+	GoalDigest string `json:"goal_digest,omitempty"`
+	IssuedAt   int64  `json:"iat"`
+	Expiry     int64  `json:"exp"`
+}
+
+// Grant is what a grant token allows: calls of Tool (that match When, a CEL
+// expression over args and requested_by, if set), at most Uses times (0: no
+// limit), until Until (seconds since the epoch; 0: the end of the run chain).
+type Grant struct {
+	Tool  string `json:"tool"`
+	When  string `json:"when,omitempty"`
+	Uses  int    `json:"uses,omitempty"`
+	Until int64  `json:"until,omitempty"`
+}

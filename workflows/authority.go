@@ -1,0 +1,302 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// This file is the worker's policy at work in a run (rules version 4): which
+// rule decides a call, who may decide what the rules ask a human for, and
+// the proof that they did — a token signed with a key the policy declares.
+// Everything here is deterministic: the policy is the one recorded in the
+// run's history, and time is the workflow's.
+
+// configurePolicy compiles the policy the run is held to, and verifies a
+// signed start.
+func (r *run) configurePolicy(ctx workflow.Context) error {
+	pol := r.Config.Policy
+	if pol == nil {
+		if r.in.Carry == nil && r.in.RequestToken != "" {
+			return errors.New("request_token refused: this worker has no policy (--policy) to verify it against")
+		}
+		return nil
+	}
+	e, err := policy.Compile(pol)
+	if err != nil {
+		return fmt.Errorf("the worker's policy: %w", err)
+	}
+	r.engine, r.exprs = e, map[string]*policy.Expr{}
+	if r.policy == PolicyAlwaysApprove {
+		return fmt.Errorf("approval %q refused: this worker's policy decides who approves what", PolicyAlwaysApprove)
+	}
+	if r.in.Carry != nil || r.in.RequestToken == "" {
+		return nil // a continued run keeps the chain's RequestedBy
+	}
+	c, err := r.verifyToken(r.in.RequestToken)
+	if err == nil {
+		err = r.checkTarget(c, signed.ActionStart)
+	}
+	if err == nil && c.GoalDigest != goalDigest(r.in.Goal) {
+		err = errors.New("the token signs another goal (its goal_digest is not the SHA-256 of this goal)")
+	}
+	if err != nil {
+		return fmt.Errorf("request_token refused: %w", err)
+	}
+	r.RequestedBy = c.Approver
+	return nil
+}
+
+// goalDigest is the hex SHA-256 of a goal, as a signed start names it.
+func goalDigest(goal string) string {
+	sum := sha256.Sum256([]byte(goal))
+	return hex.EncodeToString(sum[:])
+}
+
+// verifyToken checks a token's signature against the key the policy gives
+// its approver, and its time against the workflow's.
+func (r *run) verifyToken(token string) (signed.Claims, error) {
+	if token == "" {
+		return signed.Claims{}, refusal(RefusedUnauthorized, "unsigned: this worker's policy takes only signed decisions "+
+			"(toolgate approve|reject … --as NAME --key FILE, or a token made with package signed)")
+	}
+	c, err := signed.Peek(token)
+	if err != nil {
+		return c, refusal(RefusedUnauthorized, "token refused: %s", clip(err.Error(), 300))
+	}
+	key, ok := r.engine.Policy().Key(c.Approver)
+	if !ok {
+		return c, refusal(RefusedUnauthorized, "unknown approver %q: not an approver of this worker's policy", clip(c.Approver, MaxNameBytes))
+	}
+	if c, err = signed.Verify(token, key); err != nil {
+		return c, refusal(RefusedUnauthorized, "bad signature: the token is not signed by %s's key (%s)", c.Approver, clip(err.Error(), 200))
+	}
+	if err := c.CheckTime(r.now(), TokenSkew); err != nil {
+		return c, refusal(RefusedUnauthorized, "%s's token refused: %s", c.Approver, clip(err.Error(), 300))
+	}
+	return c, nil
+}
+
+// checkTarget makes sure a verified token was signed for this run and for
+// this action.
+func (r *run) checkTarget(c signed.Claims, action string) error {
+	if c.Action != action {
+		return refusal(RefusedUnauthorized, "%s's token signs %q, not %q", c.Approver, clip(c.Action, 32), action)
+	}
+	if wid := r.workflowID; c.WorkflowID != wid {
+		return refusal(RefusedUnauthorized, "%s's token is for run %q, not this run (%q)", c.Approver, clip(c.WorkflowID, MaxNameBytes), wid)
+	}
+	return nil
+}
+
+// ruling is a decision as the run takes it: who, yes or no, why, and an edit.
+type ruling struct {
+	approve          bool
+	by, note, reason string
+	editDigest       string // the token's edited_digest
+	edit             *edit
+}
+
+// edit is an approver's replacement for a call's arguments, checked.
+type edit struct {
+	args    []byte // canonical
+	digest  string
+	verdict policy.Verdict
+}
+
+// verifyDecision checks a signed decision on p and returns the ruling it
+// makes: the token's approver, note and reason, bound to this run, this call,
+// this action and the arguments the approver saw.
+func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (ruling, error) {
+	if len(in.Token) > signed.MaxTokenBytes {
+		return ruling{}, refusal(RefusedUnauthorized, "token refused: %d bytes, at most %d", len(in.Token), signed.MaxTokenBytes)
+	}
+	c, err := r.verifyToken(in.Token)
+	if err != nil {
+		return ruling{}, err
+	}
+	action := signed.ActionReject
+	if approve {
+		action = signed.ActionApprove
+	}
+	if err := r.checkTarget(c, action); err != nil {
+		return ruling{}, err
+	}
+	switch {
+	case c.CallID != in.CallID:
+		return ruling{}, refusal(RefusedUnauthorized, "%s's token is for call %q, not %s", c.Approver, clip(c.CallID, MaxNameBytes), in.CallID)
+	case tool.DecisionKind(c.Kind) != p.Kind && !(c.Kind == "" && p.Kind == KindGate):
+		return ruling{}, refusal(RefusedUnauthorized, "%s's token answers kind %q; call %s waits on kind %q (%s)", c.Approver, clip(c.Kind, 32), p.CallID, p.Kind, clip(p.Reason, 200))
+	case c.Asked != p.RequestedAt.UnixNano():
+		return ruling{}, refusal(RefusedUnauthorized, "%s's token answers the question asked at %s; call %s was asked at %s (its requested_at): sign the current one",
+			c.Approver, time.Unix(0, c.Asked).UTC().Format(time.RFC3339Nano), p.CallID, p.RequestedAt.UTC().Format(time.RFC3339Nano))
+	case in.Approver != "" && in.Approver != c.Approver:
+		return ruling{}, refusal(RefusedUnauthorized, "approver %q is not the token's (%s)", clip(in.Approver, MaxNameBytes), c.Approver)
+	case in.Note != "" && in.Note != c.Note, in.Reason != "" && in.Reason != c.Reason:
+		return ruling{}, refusal(RefusedDecision, "note and reason are the token's: leave them out of the payload or send the signed ones")
+	case in.ArgsDigest != "" && in.ArgsDigest != c.ArgsDigest:
+		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
+	}
+	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
+	return ruling{approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest}, nil
+}
+
+// mayDecide says why approver may not decide p: a role the call does not
+// ask for, a run they requested, a second approval of theirs.
+func (r *run) mayDecide(p *pending, approver string, approve bool) error {
+	if err := r.engine.Policy().Eligible(approver, p.need); err != nil {
+		return refusal(RefusedUnauthorized, "wrong role for call %s (%s%s): %s", p.CallID, p.Tool, ruleSuffix(p.Rule), clip(err.Error(), 300))
+	}
+	if approver == r.RequestedBy {
+		return refusal(RefusedUnauthorized, "self-approval refused: %s requested this run, so may decide none of its calls", approver)
+	}
+	if approve && slices.Contains(p.ApprovedBy, approver) {
+		return refusal(RefusedUnauthorized, "%s has already approved call %s (%d of %d approvals): a quorum needs distinct approvers",
+			approver, p.CallID, len(p.ApprovedBy), p.need.Count)
+	}
+	return nil
+}
+
+func ruleSuffix(rule string) string {
+	if rule == "" {
+		return ""
+	}
+	return ", rule " + rule
+}
+
+// checkEdit checks edited arguments for p: the tool's schema, a digest the
+// token signs, and — under a policy — the rules again, so an edit can never
+// reach a deny rule or leave a quorum behind.
+func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
+	if !d.approve {
+		return nil, refusal(RefusedEdit, "edited_args refused: only an approval can edit a call's arguments")
+	}
+	if p.Kind != KindGate {
+		return nil, refusal(RefusedEdit, "edited_args refused: call %s is held by %s's own check, not at the gate; it can only be approved or rejected as it is", p.CallID, p.Tool)
+	}
+	c := tool.Call{ID: p.CallID, Tool: p.Tool, Args: raw}
+	spec, err := r.check(&c)
+	if err != nil {
+		return nil, refusal(RefusedEdit, "edited_args refused: %s", clip(err.Error(), 500))
+	}
+	digest, _ := tool.Digest(c.Tool, c.Args)
+	if digest == p.ArgsDigest {
+		return nil, refusal(RefusedEdit, "edited_args are the call's own arguments: approve it without an edit")
+	}
+	e := &edit{args: c.Args, digest: digest, verdict: policy.Verdict{Decide: policy.Ask, Need: policy.Approvers{Count: 1}}}
+	if r.engine == nil {
+		return e, nil
+	}
+	if d.editDigest == "" {
+		return nil, refusal(RefusedUnauthorized, "%s's token approves the call's own arguments, not an edit: the token must sign the edited arguments' digest (edited_digest)", d.by)
+	}
+	if d.editDigest != digest {
+		return nil, refusal(RefusedDigestMismatch, "%s's token signs edited arguments with digest %q; edited_args have %q", d.by, clip(d.editDigest, 64), digest)
+	}
+	e.verdict = r.engine.Evaluate(c.Tool, spec.Destructive, c.Args, r.RequestedBy)
+	switch e.verdict.Decide {
+	case policy.Deny:
+		return nil, refusal(RefusedEdit, "edit refused: rule %s denies %s %s", e.verdict.Rule, c.Tool, clip(string(c.Args), 300))
+	case policy.Ask:
+		if err := r.engine.Policy().Eligible(d.by, e.verdict.Need); err != nil {
+			return nil, refusal(RefusedUnauthorized, "edit refused: the edited call%s needs other approvers: %s", ruleSuffix(e.verdict.Rule), clip(err.Error(), 300))
+		}
+	default: // allow: the editor's approval is enough
+		e.verdict.Need = policy.Approvers{Count: 1}
+	}
+	return e, nil
+}
+
+// applyEdit puts an edit in place of p's arguments. Approvals given for the
+// old arguments do not count for the new ones: the editor's is the first.
+func (p *pending) applyEdit(e *edit, by string, withPolicy bool) {
+	if p.OriginalArgs == nil {
+		p.OriginalArgs = p.CallArgs
+	}
+	p.CallArgs, p.ArgsDigest, p.EditedBy = e.args, e.digest, by
+	p.ApprovedBy, p.notes = nil, nil
+	if withPolicy {
+		p.Rule = e.verdict.Rule
+		p.setNeed(e.verdict.Need, true)
+	}
+}
+
+// setNeed sets who may decide p (Count at least 1); shown tells whether
+// operators see it (they do under a policy).
+func (p *pending) setNeed(need policy.Approvers, shown bool) {
+	need.Count = max(need.Count, 1)
+	p.need = need
+	if shown {
+		n := need
+		n.Roles = slices.Clone(need.Roles)
+		p.Needs = &n
+	}
+}
+
+// policyGate is the gate under the worker's policy: the tool's rules decide
+// (allow, deny or ask), a grant may answer an ask, and what is left waits
+// for the approvers the rule names. A shadow rule that held is recorded.
+func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
+	v := r.engine.Evaluate(c.Tool, spec.Destructive, c.Args, r.RequestedBy)
+	for _, s := range v.Shadows {
+		what := "shadow rule " + s.Rule + " would have decided " + string(s.Decide)
+		if s.Error != "" {
+			what = "shadow rule " + s.Rule + " could not be evaluated: " + s.Error
+		}
+		r.record(*c, TraceRecord{Status: TraceShadow, Rule: s.Rule, Reason: what})
+	}
+	switch v.Decide {
+	case policy.Allow:
+		if v.Rule == "" {
+			return nil, nil // a read no rule holds back
+		}
+		a := &tool.Approval{Approver: "rule:" + v.Rule, Kind: tool.ApprovedByRule}
+		r.record(*c, TraceRecord{Status: TraceApproved, Approver: a.Approver, Rule: v.Rule})
+		return a, nil
+	case policy.Deny:
+		msg := fmt.Sprintf("%s%s of the worker's policy", plan.DeniedByRule, v.Rule)
+		r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: msg})
+		return nil, &outcome{Status: TraceBlocked, Error: msg}
+	}
+	if a := r.useGrant(*c, v); a != nil {
+		return a, nil
+	}
+	reason := "needs confirmation"
+	switch {
+	case v.Error != "":
+		reason = clip(v.Error, MaxTextBytes/2) + " (so a human decides)"
+	case v.Rule != "":
+		reason = "rule " + v.Rule + " asks for " + describeNeed(v.Need)
+	}
+	r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: reason})
+	if r.policy == PolicyDeny {
+		if r.blockedOn == nil {
+			r.blockedOn = &tool.ConfirmationRequired{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args}
+		}
+		return nil, &outcome{Status: TraceBlocked, Error: "call refused by the deny policy: " + reason}
+	}
+	return r.pause(ctx, c, KindGate, reason, &v)
+}
+
+// describeNeed says who a call waits for: "1 approver with role finance".
+func describeNeed(n policy.Approvers) string {
+	who := "approver"
+	if n.Count > 1 {
+		who = "distinct approvers"
+	}
+	if len(n.Roles) == 0 {
+		return fmt.Sprintf("%d %s", max(n.Count, 1), who)
+	}
+	return fmt.Sprintf("%d %s with role %s", max(n.Count, 1), who, strings.Join(n.Roles, " or "))
+}
