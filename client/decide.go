@@ -26,6 +26,9 @@ type Decider struct {
 	// EditedArgs (approve, one call only) approves the call with these
 	// arguments instead of the proposed ones.
 	EditedArgs json.RawMessage
+	// Data (approve, one call held by the tool's own question) answers what
+	// the tool asked: an MCP server's elicitation.
+	Data json.RawMessage
 }
 
 // As is a Decider with a name and no note.
@@ -62,12 +65,12 @@ func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Dec
 	if err != nil {
 		return nil, err
 	}
-	if len(who.EditedArgs) > 0 && (!approve || len(callIDs) != 1) {
-		return nil, refused(ErrRefusedInput, "edited arguments approve exactly one call")
+	if (len(who.EditedArgs) > 0 || len(who.Data) > 0) && (!approve || len(callIDs) != 1) {
+		return nil, refused(ErrRefusedInput, "edited arguments and data approve exactly one call")
 	}
 	outs := make([]Outcome, len(callIDs))
 	for i, callID := range callIDs {
-		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs}
+		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs, Data: who.Data}
 		if approve {
 			in.Note = who.Text
 		} else {

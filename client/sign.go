@@ -46,6 +46,14 @@ func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, 
 		}
 		c.EditedDigest = d
 	}
+	if len(in.Data) > 0 {
+		canon, err := tool.Canonical(in.Data)
+		if err != nil {
+			return "", refused(ErrRefusedInput, fmt.Sprintf("data: %v", err))
+		}
+		sum := sha256.Sum256(canon)
+		c.DataDigest = hex.EncodeToString(sum[:])
+	}
 	tok, err := signed.Sign(who.Key, c)
 	if err != nil {
 		return "", fmt.Errorf("signing %s's decision: %w", who.Approver, err)

@@ -33,8 +33,11 @@ type Claims struct {
 	// EditedDigest (approve) is the args_digest of the edited arguments the
 	// approver approves instead.
 	EditedDigest string `json:"edited_digest,omitempty"`
-	Note         string `json:"note,omitempty"`
-	Reason       string `json:"reason,omitempty"`
+	// DataDigest (approve, kind interrupt) is the hex SHA-256 of the
+	// canonical JSON of the answer the approver gives the tool (data).
+	DataDigest string `json:"data_digest,omitempty"`
+	Note       string `json:"note,omitempty"`
+	Reason     string `json:"reason,omitempty"`
 	// Grant (grant) allows a tool for the rest of the run chain.
 	Grant *Grant `json:"grant,omitempty"`
 	// GrantID (revoke) names the grant revoked ("g-1").

@@ -29,6 +29,9 @@ type Approval struct {
 	// ApprovedInterrupt: an approval at the gate was not given with the
 	// guard's message in front of the reviewer.
 	Kind DecisionKind `json:"kind"`
+	// Data is the approver's answer to what the tool asked (an MCP server's
+	// elicitation), given with an approval of its interrupt.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // DecisionKind says what a decision is for: the call at the gate

@@ -275,6 +275,10 @@ type DecisionInput struct {
 	// arguments instead. They are checked against the tool's schema and,
 	// under a policy, its rules again, and the token names their args_digest.
 	EditedArgs json.RawMessage `json:"edited_args,omitempty"`
+	// Data (approve, kind interrupt) answers what the tool asked — an MCP
+	// server's elicitation — with a JSON object the tool receives with the
+	// approval. Under a policy the token names its SHA-256 (data_digest).
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // Failure types of a refused decision (the ApplicationError type an approve

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +21,7 @@ type pending struct {
 	Interrupt
 	need     policy.Approvers // who may decide; Count approvals decide it (Interrupt.ApprovedBy so far)
 	notes    []string         // the approvals' notes
+	data     json.RawMessage  // the approvals' answer to the tool's question (interrupts)
 	decided  bool
 	by       string         // who decided
 	approval *tool.Approval // set when approved
@@ -132,6 +134,15 @@ func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling
 		} else if d.editDigest != "" {
 			return nil, ruling{}, refusal(RefusedEdit, "%s's token approves edited arguments: send them as edited_args", d.by)
 		}
+		if len(in.Data) > 0 && r.version >= versionPolicy {
+			data, err := r.checkData(p, in.Data, d)
+			if err != nil {
+				return nil, ruling{}, err
+			}
+			d.data = data
+		} else if d.dataDigest != "" {
+			return nil, ruling{}, refusal(RefusedDecision, "%s's token answers with data: send it as data", d.by)
+		}
 		return p, d, nil
 	}
 	return nil, ruling{}, r.notWaiting(in.CallID)
@@ -198,6 +209,9 @@ func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
 	if d.edit != nil {
 		p.applyEdit(d.edit, approver, r.engine != nil)
 	}
+	if d.data != nil {
+		p.data = d.data
+	}
 	p.ApprovedBy = append(p.ApprovedBy, approver)
 	p.notes = append(p.notes, clip(d.note, MaxTextBytes))
 	res.Decision = TraceApproved
@@ -209,7 +223,7 @@ func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
 		return res, nil
 	}
 	p.decided, p.by = true, strings.Join(p.ApprovedBy, ", ")
-	p.approval = &tool.Approval{Approver: p.by, Note: joinNotes(p.ApprovedBy, p.notes), Kind: p.Kind}
+	p.approval = &tool.Approval{Approver: p.by, Note: joinNotes(p.ApprovedBy, p.notes), Kind: p.Kind, Data: p.data}
 	return res, nil
 }
 

@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,6 +108,8 @@ type ruling struct {
 	by, note, reason string
 	editDigest       string // the token's edited_digest
 	edit             *edit
+	dataDigest       string          // the token's data_digest
+	data             json.RawMessage // canonical: the answer to the tool's question
 }
 
 // edit is an approver's replacement for a call's arguments, checked.
@@ -149,7 +153,7 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (rulin
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
-	return ruling{approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest}, nil
+	return ruling{approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not
@@ -216,6 +220,29 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 		e.verdict.Need = policy.Approvers{Count: 1}
 	}
 	return e, nil
+}
+
+// checkData checks an approver's answer to the tool's question: an approval
+// of an interrupt, a JSON object within MaxArgsBytes, the one the token signs
+// and the one earlier approvals of a quorum gave.
+func (r *run) checkData(p *pending, raw []byte, d ruling) (json.RawMessage, error) {
+	if !d.approve || p.Kind != KindInterrupt {
+		return nil, refusal(RefusedDecision, "data refused: it answers a question the tool asked, so only an approval of an interrupt (kind \"interrupt\") carries it")
+	}
+	canon, err := tool.Canonical(raw)
+	if err != nil || canon[0] != '{' {
+		return nil, refusal(RefusedDecision, "data refused: want a JSON object")
+	}
+	if len(canon) > MaxArgsBytes {
+		return nil, refusal(RefusedDecision, "data refused: %d bytes, at most %d", len(canon), MaxArgsBytes)
+	}
+	if r.engine != nil && d.dataDigest != sha256Hex(canon) {
+		return nil, refusal(RefusedDigestMismatch, "%s's token signs data with digest %q, not this data's", d.by, clip(d.dataDigest, 64))
+	}
+	if p.data != nil && !bytes.Equal(p.data, canon) {
+		return nil, refusal(RefusedDecision, "data refused: the earlier approvals of call %s gave other data; a quorum answers with one", p.CallID)
+	}
+	return canon, nil
 }
 
 // applyEdit puts an edit in place of p's arguments. Approvals given for the

@@ -487,3 +487,44 @@ func TestEditRestartsTheQuorum(t *testing.T) {
 	}
 	require.Len(t, f.desk.payments, 1)
 }
+
+// An approval of a tool's own question may answer it with data (an MCP
+// server's elicitation): the tool sees it with the approval. Data is refused
+// at the gate, when it is not an object, and under a policy when the token
+// does not sign it.
+func TestInterruptAnsweredWithData(t *testing.T) {
+	s := newSigners(t)
+	s.policy.Tools["book_hotel"] = policy.Tool{Approvers: &policy.Approvers{Roles: []string{"support"}}}
+	f := newFixture(t, withPolicy(s.policy))
+	answer := `{"room":"12","reason":"checked the guest"}`
+	withData := func(data string, signedData string) func(*signed.Claims, *workflows.DecisionInput) {
+		return func(c *signed.Claims, in *workflows.DecisionInput) {
+			in.Kind, c.Kind = workflows.KindInterrupt, string(workflows.KindInterrupt)
+			in.Data = []byte(data)
+			canon, _ := tool.Canonical([]byte(signedData))
+			c.DataDigest = sha256Hex(string(canon))
+		}
+	}
+	var atGate, notObject, unsignedData, good *updateOutcome
+	f.at(time.Minute, func() {
+		atGate = s.decide(f, "alice", signed.ActionApprove, "c-1", func(c *signed.Claims, in *workflows.DecisionInput) { in.Data = []byte(answer) })
+	})
+	f.at(2*time.Minute, func() {
+		require.ErrorContains(t, atGate.err, "only an approval of an interrupt")
+		s.decide(f, "alice", signed.ActionApprove, "c-1", nil) // the gate, plainly
+	})
+	f.at(3*time.Minute, func() {
+		require.Equal(t, []string{"interrupt:book_hotel"}, f.next())
+		notObject = s.decide(f, "alice", signed.ActionApprove, "c-1", withData(`["room 12"]`, `["room 12"]`))
+		unsignedData = s.decide(f, "alice", signed.ActionApprove, "c-1", withData(answer, `{"room":"13"}`))
+		good = s.decide(f, "alice", signed.ActionApprove, "c-1", withData(answer, answer))
+	})
+	f.run(scripted(steps(call("book_hotel", `{"guest":"Robert'); DROP TABLE bookings;--"}`))))
+	require.ErrorContains(t, notObject.err, "want a JSON object")
+	require.ErrorContains(t, unsignedData.err, "signs data with digest")
+	require.NoError(t, good.err)
+	require.Len(t, f.desk.approvals, 2)
+	require.Equal(t, tool.ApprovedInterrupt, f.desk.approvals[1].Kind)
+	require.JSONEq(t, answer, string(f.desk.approvals[1].Data), "the re-run sees the approver's answer")
+	require.Len(t, f.desk.bookings, 1)
+}

@@ -212,9 +212,10 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	keyFile := fs.String("key", "", "sign the decision with this private key (toolgate keys new); a worker with a policy takes no other")
 	note := fs.String("note", "", "a note kept with the approval")
 	reason := fs.String("reason", "", "why (required for reject; the planner receives it)")
-	var edited *string
+	var edited, data *string
 	if name == "approve" {
 		edited = fs.String("args", "", "approve the call with these arguments (a JSON object) instead: checked against the tool's schema and the policy's rules")
+		data = fs.String("data", "", "answer what the tool asked (an MCP server's elicitation, kind interrupt) with this JSON object")
 	}
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -243,6 +244,12 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 			return fmt.Errorf("--args is not valid JSON: %s", oneLine(*edited))
 		}
 		who.EditedArgs = json.RawMessage(*edited)
+	}
+	if data != nil && *data != "" {
+		if len(pos) != 2 || !json.Valid([]byte(*data)) {
+			return errors.New("approve --data answers one call with a JSON object: name exactly one call id")
+		}
+		who.Data = json.RawMessage(*data)
 	}
 	tc, err := c.dial(ctx, cn)
 	if err != nil {

@@ -27,6 +27,27 @@ func faultAfterCommit() func(string) error {
 	return nil
 }
 
+// crashAfterMCPEnv names the MCP fault-injection switch: the worker kills
+// itself (SIGKILL) right after the named MCP tool (SERVER__TOOL) answered a
+// destructive call and its result was kept in the MCP journal, before the
+// activity reports back.
+const crashAfterMCPEnv = "TOOLGATE_FAULT_CRASH_AFTER_MCP"
+
+// faultAfterMCP returns the mcpsource AfterCall hook that
+// $TOOLGATE_FAULT_CRASH_AFTER_MCP asks for, or nil when it is unset.
+func faultAfterMCP() func(name, idempotencyKey string) {
+	toolName := os.Getenv(crashAfterMCPEnv)
+	if toolName == "" {
+		return nil
+	}
+	return func(name, _ string) {
+		if name == toolName {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
 func crashAfterCommit(toolName string) func(string) error {
 	return func(name string) error {
 		if name == toolName {

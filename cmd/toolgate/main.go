@@ -1,7 +1,7 @@
 // Command toolgate is toolgate's one binary: an embedded Temporal server with a
-// worker (dev, demo), a worker for any Temporal cluster (worker), and the
+// worker (dev, demo), a worker for any Temporal cluster (worker), the
 // operator's client (run, status, next, trace, approve, reject, pending,
-// replay).
+// replay) and a review of an --mcp file's tools (mcp list).
 package main
 
 import (
@@ -24,15 +24,16 @@ import (
 const usage = `toolgate — a durable, safe tool executor for AI agents, on Temporal.
 
 Usage:
-  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE]
+  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--mcp FILE [--share DIR]]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE]
+                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE] [--mcp FILE]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
-                  [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE]
+                  [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE] [--mcp FILE]
+  toolgate mcp list --mcp FILE [--json]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
                   [--as NAME --key FILE]
   toolgate status|next|trace ID [--json]
-  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON]
+  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON]
   toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]]
   toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION]
   toolgate revoke  ID GRANT_ID --as NAME --key FILE
@@ -45,7 +46,7 @@ The benchmark is a command of its own (BENCHMARKS.md):
   go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
 
 --address defaults to $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace to
-$TEMPORAL_NAMESPACE or default, --data to .toolgate/ under the current directory.
+$TEMPORAL_NAMESPACE or default, --data DIR to .toolgate/ under the current directory.
 `
 
 // exitError carries a process exit code with its message.
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
-		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit,
+		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

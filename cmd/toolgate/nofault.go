@@ -6,3 +6,7 @@ package main
 // injection (TOOLGATE_FAULT_CRASH_AFTER_COMMIT) exists only in binaries built
 // with -tags toolgate_fault, for the end-to-end suite (fault.go).
 func faultAfterCommit() func(string) error { return nil }
+
+// faultAfterMCP is the MCP source's after-call hook: none
+// (TOOLGATE_FAULT_CRASH_AFTER_MCP exists only with -tags toolgate_fault).
+func faultAfterMCP() func(name, idempotencyKey string) { return nil }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -44,12 +45,14 @@ type stack struct {
 	client client.Client
 	worker sdkworker.Worker
 	desk   *desk.Desk
+	mcp    *mcpTools // the --mcp file's servers, if any
 }
 
 func (s *stack) stop() {
 	if s.worker != nil {
 		s.worker.Stop()
 	}
+	s.mcp.close()
 	if s.client != nil {
 		s.client.Close()
 	}
@@ -97,6 +100,12 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 		return nil, err
 	}
 	s.desk = d
+	if s.mcp, err = c.openMCP(ctx, wo.mcpFile, dataDir); err != nil {
+		return nil, err
+	}
+	if s.mcp != nil {
+		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
+	}
 	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
 	opts.SearchAttributes = true
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
@@ -172,6 +181,14 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	mt, err := c.openMCP(ctx, wo.mcpFile, *data)
+	if err != nil {
+		return err
+	}
+	defer mt.close() // after the worker has stopped (deferred below)
+	if mt != nil {
+		opts.Tools = append(opts.Tools, mt.source.Tools()...)
+	}
 	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
 	opts.SearchAttributes = *searchAttrs
 	w, err := worker.Start(cl, *tq, opts)
@@ -194,8 +211,16 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	yes := fs.Bool("yes", false, "approve every call that waits for a human, without asking")
 	planner := fs.String("planner", plan.KindSupport, "planner: support (rule-based) or openai (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL)")
 	policyFile := fs.String("policy", "", "an approval policy (examples/policy.yaml): approvers with an empty key get one the demo makes under DATA/keys, and decide by signed decisions")
+	mcpFile := fs.String("mcp", "", "run the MCP demo instead, with this file's filesystem server (examples/mcp-files.yaml): read a file twice, write it (gated), read it again")
+	share := fs.String("share", filepath.Join(".toolgate", "share"), "with --mcp: the directory the file's filesystem server serves (made, with a sample file, if missing)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if *mcpFile != "" {
+		if *policyFile != "" || *planner != plan.KindSupport {
+			return errors.New("demo --mcp runs a scripted run without --policy or --planner")
+		}
+		return c.demoMCP(ctx, *data, *mcpFile, *share, *yes)
 	}
 	var ds *demoSigners
 	var wo workerOptions
@@ -337,6 +362,7 @@ type serving struct {
 	allowAuto   *bool
 	metricsAddr *string
 	policyFile  *string
+	mcpFile     *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
@@ -344,6 +370,7 @@ func servingFlags(fs *flag.FlagSet) serving {
 		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
 		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
+		mcpFile:     mcpFlag(fs),
 	}
 }
 
@@ -351,10 +378,11 @@ func servingFlags(fs *flag.FlagSet) serving {
 type workerOptions struct {
 	allowAuto bool
 	policy    *policy.Policy
+	mcpFile   string // an --mcp file: its servers' tools join the worker's
 }
 
 func (sv serving) workerOptions() (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto}
+	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {

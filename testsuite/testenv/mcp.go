@@ -1,0 +1,58 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The reference MCP filesystem server the MCP tests run over stdio. Tests
+// never download it: .ci/run installs it with npm before the test command
+// and names it in MCPFilesystemEnv, and sets MCPRequireEnv so that a missing
+// server fails the tests there instead of skipping them.
+const (
+	// MCPFilesystemEnv names the installed server: its executable
+	// (node_modules/.bin/mcp-server-filesystem) or its dist/index.js.
+	MCPFilesystemEnv = "TOOLGATE_MCP_FILESYSTEM"
+	// MCPRequireEnv=1 makes a missing server a failure (CI).
+	MCPRequireEnv = "TOOLGATE_REQUIRE_MCP"
+	// MCPFilesystemPackage is the npm package and the version the tests
+	// expect (examples/mcp-files.yaml declares its tools).
+	MCPFilesystemPackage = "@modelcontextprotocol/server-filesystem@2026.8.31"
+)
+
+// MCPFilesystem returns the command that starts the MCP filesystem server
+// named by $TOOLGATE_MCP_FILESYSTEM, to which the caller appends the
+// directories it may serve. Without one the test is skipped, saying how to
+// install it — or fails, when $TOOLGATE_REQUIRE_MCP is 1.
+func MCPFilesystem(t testing.TB) []string {
+	t.Helper()
+	path := os.Getenv(MCPFilesystemEnv)
+	problem := ""
+	switch fi, err := os.Stat(path); {
+	case path == "":
+		problem = MCPFilesystemEnv + " is not set"
+	case err != nil:
+		problem = MCPFilesystemEnv + "=" + path + ": " + err.Error()
+	case fi.IsDir():
+		problem = MCPFilesystemEnv + "=" + path + " is a directory, not the server's executable or dist/index.js"
+	}
+	if problem != "" {
+		msg := problem + ": the MCP tests need the MCP filesystem server, installed once (the tests never download it): " +
+			"npm install --no-audit --no-fund --prefix /tmp/mcpfs " + MCPFilesystemPackage +
+			" && export " + MCPFilesystemEnv + "=/tmp/mcpfs/node_modules/.bin/mcp-server-filesystem"
+		if os.Getenv(MCPRequireEnv) == "1" {
+			t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
+		}
+		t.Skip(msg)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(abs, ".js") || strings.HasSuffix(abs, ".mjs") {
+		return []string{"node", abs}
+	}
+	return []string{abs}
+}
