@@ -1,7 +1,7 @@
 // Command toolgate is toolgate's one binary: an embedded Temporal server with a
 // worker (dev, demo), a worker for any Temporal cluster (worker), and the
 // operator's client (run, status, next, trace, approve, reject, pending,
-// replay).
+// replay) and its web approvals inbox (inbox).
 package main
 
 import (
@@ -26,7 +26,9 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE]
+                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE] [--inbox-address HOST:PORT]
+  toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
+                  [--insecure] [--host NAME,...]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
@@ -90,7 +92,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
-		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit,
+		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "inbox": c.inboxCmd,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
