@@ -12,6 +12,11 @@ import (
 // PendingCall is one call waiting for a decision, in some run.
 type PendingCall struct {
 	RunID string `json:"run"`
+	// Policy: the run is under the worker's approval policy, so a decision
+	// on this call must be signed (state.policy).
+	Policy bool `json:"policy,omitempty"`
+	// Goal is the run's goal.
+	Goal string `json:"goal,omitempty"`
 	workflows.Interrupt
 }
 
@@ -65,7 +70,7 @@ func (c *Client) Pending(ctx context.Context, opts PendingOptions) (PendingPage,
 			continue
 		}
 		for _, it := range st.Interrupts {
-			page.Calls = append(page.Calls, PendingCall{RunID: id, Interrupt: it})
+			page.Calls = append(page.Calls, PendingCall{RunID: id, Policy: st.Policy, Goal: st.Goal, Interrupt: it})
 		}
 	}
 	return page, nil

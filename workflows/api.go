@@ -350,7 +350,9 @@ type MemoStats struct {
 
 // State is the result of the state query.
 type State struct {
-	Status     string      `json:"status"`
+	Status string `json:"status"`
+	// Goal is what the run was started to do.
+	Goal       string      `json:"goal,omitempty"`
 	Turn       int         `json:"turn"`
 	Next       []string    `json:"next"`
 	Interrupts []Interrupt `json:"interrupts"`

@@ -1,7 +1,8 @@
 // Command toolgate is toolgate's one binary: an embedded Temporal server with a
 // worker (dev, demo), a worker for any Temporal cluster (worker), the
 // operator's client (run, status, next, trace, approve, reject, pending,
-// replay) and a review of an --mcp file's tools (mcp list).
+// replay), its web approvals inbox (inbox) and a review of an --mcp file's
+// tools (mcp list).
 package main
 
 import (
@@ -26,7 +27,9 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--mcp FILE [--share DIR]]
   toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE] [--mcp FILE]
+                  [--metrics-address HOST:PORT] [--http-api] [--policy FILE] [--mcp FILE] [--inbox-address HOST:PORT]
+  toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
+                  [--insecure] [--host NAME,...]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE] [--mcp FILE]
   toolgate mcp list --mcp FILE [--json]
@@ -91,7 +94,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
-		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp,
+		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

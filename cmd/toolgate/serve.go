@@ -23,7 +23,6 @@ import (
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/plan"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -123,6 +122,8 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
 	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
+	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
+	ibf := addInboxFlags(fs, "inbox-")
 	sv := servingFlags(fs)
 	m, err := c.parseServing(fs, args, sv)
 	if err != nil {
@@ -144,6 +145,14 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	}
 	if h := s.server.HTTPAddress(); h != "" {
 		fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
+	}
+	if *inboxAddr != "" {
+		ib, err := c.serveInbox(*inboxAddr, s.client, ibf)
+		if err != nil {
+			return err
+		}
+		defer ib.stop()
+		fmt.Fprintf(c.stdout, "approvals inbox at %s\n", ib.URL)
 	}
 	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
 	<-ctx.Done()
@@ -238,6 +247,11 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.stop()
+	ib, err := c.demoInbox(s, ds)
+	if err != nil {
+		return err
+	}
+	defer ib.stop()
 	id := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	in := workflows.RunInput{Goal: demoGoal, Planner: plan.Config{Kind: *planner}}
 	decider := func(id string) func(workflows.Interrupt) error {
@@ -355,69 +369,4 @@ func (c *cli) sendAndSay(ctx context.Context, cl client.Client, id, name string,
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// serving holds the flags dev and worker share.
-type serving struct {
-	allowAuto   *bool
-	metricsAddr *string
-	policyFile  *string
-	mcpFile     *string
-}
-
-func servingFlags(fs *flag.FlagSet) serving {
-	return serving{
-		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
-		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
-		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
-		mcpFile:     mcpFlag(fs),
-	}
-}
-
-// workerOptions are the worker's switches that dev, worker and demo set from flags.
-type workerOptions struct {
-	allowAuto bool
-	policy    *policy.Policy
-	mcpFile   string // an --mcp file: its servers' tools join the worker's
-}
-
-func (sv serving) workerOptions() (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile}
-	if *sv.policyFile != "" {
-		p, err := policy.Load(*sv.policyFile)
-		if err != nil {
-			return wo, err
-		}
-		wo.policy = p
-	}
-	return wo, nil
-}
-
-// parseServing parses args and starts the metrics endpoint if one was asked
-// for (nil otherwise); stop it with stopMetrics.
-func (c *cli) parseServing(fs *flag.FlagSet, args []string, sv serving) (*worker.Prometheus, error) {
-	if _, err := parse(fs, args); err != nil {
-		return nil, err
-	}
-	return c.startMetrics(*sv.metricsAddr)
-}
-
-// startMetrics serves Prometheus metrics at addr and says where; "" serves
-// none (nil, whose Handler is nil and whose Stop does nothing).
-func (c *cli) startMetrics(addr string) (*worker.Prometheus, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	m, err := worker.Metrics(addr)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(c.stdout, "metrics at %s\n", m.URL())
-	return m, nil
-}
-
-func stopMetrics(m *worker.Prometheus) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = m.Stop(ctx)
 }

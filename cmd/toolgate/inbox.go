@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/inbox"
+)
+
+// inboxFlags are the flags of the approvals inbox's listener; dev prefixes
+// them with "inbox-".
+type inboxFlags struct {
+	tlsCert, tlsKey *string
+	insecure        *bool
+	hosts           *string
+}
+
+func addInboxFlags(fs *flag.FlagSet, prefix string) inboxFlags {
+	return inboxFlags{
+		tlsCert:  fs.String(prefix+"tls-cert", "", "serve the inbox over HTTPS with this certificate file (PEM)"),
+		tlsKey:   fs.String(prefix+"tls-key", "", "the private key file (PEM) of --"+prefix+"tls-cert"),
+		insecure: fs.Bool(prefix+"insecure", false, "serve the inbox over plain HTTP on a non-loopback address (anyone on the network can then read waiting calls and decide unsigned ones)"),
+		hosts:    fs.String(prefix+"host", "", "comma-separated host names the inbox answers to, besides IP addresses and localhost"),
+	}
+}
+
+// runningInbox is a served inbox.
+type runningInbox struct {
+	URL string
+	srv *http.Server
+}
+
+func (r *runningInbox) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(ctx)
+}
+
+// isLoopback says whether host (an IP address or a name) is a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serveInbox serves the approvals inbox over tc at addr. A non-loopback
+// address needs TLS (f.tlsCert and f.tlsKey) or f.insecure, which is warned about.
+func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags) (*runningInbox, error) {
+	tls, err := c.checkInboxListen(addr, f)
+	if err != nil {
+		return nil, err
+	}
+	cert, key := *f.tlsCert, *f.tlsKey
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	var hosts []string
+	for _, h := range strings.Split(*f.hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	srv := &http.Server{Handler: inbox.New(tgclient.New(tc), inbox.Options{Hosts: hosts}),
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+		go func() { _ = srv.ServeTLS(ln, cert, key) }()
+	} else {
+		go func() { _ = srv.Serve(ln) }()
+	}
+	return &runningInbox{URL: scheme + "://" + ln.Addr().String() + "/", srv: srv}, nil
+}
+
+// checkInboxListen refuses a non-loopback addr without TLS or --insecure
+// (warned about), and half a TLS configuration; it says whether to serve TLS.
+func (c *cli) checkInboxListen(addr string, f inboxFlags) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("inbox address %q: want HOST:PORT: %w", addr, err)
+	}
+	tls := *f.tlsCert != "" || *f.tlsKey != ""
+	if tls && (*f.tlsCert == "" || *f.tlsKey == "") {
+		return false, errors.New("the inbox's TLS needs both a certificate and its key (--tls-cert and --tls-key)")
+	}
+	if !isLoopback(host) && !tls {
+		if !*f.insecure {
+			return false, fmt.Errorf("inbox address %s is not a loopback address: serve it over TLS (--tls-cert, --tls-key), or pass --insecure to serve plain HTTP to the network", addr)
+		}
+		fmt.Fprintf(c.stderr, "WARNING: the inbox at %s is plain HTTP on a non-loopback address: anyone who can reach it can read waiting calls and decide those of runs without a policy, and browsers will not sign decisions there (WebCrypto needs https)\n", addr)
+	}
+	return tls, nil
+}
+
+// inboxCmd is `toolgate inbox`: the approvals inbox for runs on any Temporal server.
+func (c *cli) inboxCmd(ctx context.Context, args []string) error {
+	fs := c.flags("inbox")
+	cn := c.connFlags(fs)
+	listen := fs.String("listen", "127.0.0.1:8080", "serve the inbox at this host:port (non-loopback needs --tls-cert/--tls-key or --insecure)")
+	f := addInboxFlags(fs, "")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if _, err := c.checkInboxListen(*listen, f); err != nil {
+		return err
+	}
+	tc, err := c.dial(ctx, cn)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	ib, err := c.serveInbox(*listen, tc, f)
+	if err != nil {
+		return err
+	}
+	defer ib.stop()
+	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, namespace %s)\n", ib.URL, cn.address, cn.namespace)
+	<-ctx.Done()
+	return nil
+}
+
+// demoInbox serves the demo's inbox on a free loopback port, stopped with
+// the stack, and says where (with a policy: which key file to load).
+func (c *cli) demoInbox(s *stack, ds *demoSigners) (*runningInbox, error) {
+	no, off := "", false
+	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.stdout, "approvals inbox at %s (decide from the browser too)\n", ib.URL)
+	if ds != nil {
+		fmt.Fprintf(c.stdout, "(to sign there, type an approver's name and paste its key, %s)\n", ds.keyFile("NAME"))
+	}
+	return ib, nil
+}

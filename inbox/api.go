@@ -1,0 +1,238 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Call is one waiting call as the page shows it.
+type Call struct {
+	Run string `json:"run"`
+	// Policy: the run is under a worker policy; a decision must be signed.
+	Policy bool `json:"policy"`
+	// Goal is the run's goal.
+	Goal string `json:"goal,omitempty"`
+	workflows.Interrupt
+	// Asked is the interrupt's requested_at in Unix nanoseconds, in decimal
+	// (a JavaScript number cannot hold it): a signed decision's "asked".
+	Asked string `json:"asked"`
+	// Trace is the run's most recent trace records, oldest first.
+	Trace []workflows.TraceRecord `json:"trace"`
+	// TraceError says why the trace could not be read.
+	TraceError string `json:"trace_error,omitempty"`
+}
+
+// List is one page of waiting calls, newest first.
+type List struct {
+	Calls  []Call              `json:"calls"`
+	Failed []client.RunFailure `json:"failed"`
+	// Next asks for the next page of runs (the "page" parameter); empty on the last.
+	Next string    `json:"next,omitempty"`
+	Now  time.Time `json:"now"`
+}
+
+// pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N.
+func (h *Handler) pending(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
+	defer cancel()
+	q := r.URL.Query()
+	var page client.PendingPage
+	if run := q.Get("run"); run != "" {
+		st, err := h.b.State(ctx, run)
+		if err != nil {
+			writeDecideError(w, fmt.Errorf("run %s: %w", run, err))
+			return
+		}
+		page.Calls = []client.PendingCall{}
+		for _, it := range st.Interrupts {
+			page.Calls = append(page.Calls, client.PendingCall{RunID: run, Policy: st.Policy, Goal: st.Goal, Interrupt: it})
+		}
+	} else {
+		opts := client.PendingOptions{}
+		if s := q.Get("size"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 1000 {
+				writeError(w, http.StatusBadRequest, "size %q: want a number of runs from 1 to 1000", s)
+				return
+			}
+			opts.PageSize = n
+		}
+		if p := q.Get("page"); p != "" {
+			tok, err := base64.RawURLEncoding.DecodeString(p)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "page: not a page token")
+				return
+			}
+			opts.PageToken = tok
+		}
+		var err error
+		if page, err = h.b.Pending(ctx, opts); err != nil {
+			writeError(w, http.StatusBadGateway, "%v", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, h.list(ctx, page, q.Get("tool")))
+}
+
+// list turns a page of waiting calls into what the page shows: only those of
+// toolName (if set), newest first, each with its run's recent trace.
+func (h *Handler) list(ctx context.Context, page client.PendingPage, toolName string) List {
+	out := List{Calls: []Call{}, Failed: page.Failed, Now: time.Now().UTC()}
+	if out.Failed == nil {
+		out.Failed = []client.RunFailure{}
+	}
+	if len(page.NextPageToken) > 0 {
+		out.Next = base64.RawURLEncoding.EncodeToString(page.NextPageToken)
+	}
+	traces := map[string][]workflows.TraceRecord{}
+	traceErrs := map[string]string{}
+	for _, pc := range page.Calls {
+		if toolName != "" && pc.Tool != toolName {
+			continue
+		}
+		if _, ok := traces[pc.RunID]; !ok && traceErrs[pc.RunID] == "" {
+			tr, err := h.b.Trace(ctx, pc.RunID)
+			if err != nil {
+				traceErrs[pc.RunID] = err.Error()
+			} else {
+				traces[pc.RunID] = tr[max(0, len(tr)-h.opts.TraceRecords):]
+			}
+		}
+		tr := traces[pc.RunID]
+		if tr == nil {
+			tr = []workflows.TraceRecord{}
+		}
+		out.Calls = append(out.Calls, Call{Run: pc.RunID, Policy: pc.Policy, Goal: pc.Goal, Interrupt: pc.Interrupt,
+			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: traceErrs[pc.RunID]})
+	}
+	slices.SortStableFunc(out.Calls, func(a, b Call) int { return b.RequestedAt.Compare(a.RequestedAt) })
+	return out
+}
+
+// Decision is the body of POST /api/decide.
+type Decision struct {
+	Run      string `json:"run"`
+	Decision string `json:"decision"` // approve | reject
+	workflows.DecisionInput
+}
+
+// decide is POST /api/decide: one decision, bound to the args_digest (and
+// kind) the page showed, sent as an update.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
+	if status, msg := sameOriginJSON(r); status != 0 {
+		writeError(w, status, "%s", msg)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "reading the decision: %v", err)
+		return
+	}
+	var d Decision
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		writeError(w, http.StatusBadRequest, "the decision does not decode: %v", err)
+		return
+	}
+	if msg := d.check(); msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
+	defer cancel()
+	res, err := h.b.Decide(ctx, d.Run, d.Decision == "approve", d.DecisionInput)
+	if err != nil {
+		writeDecideError(w, fmt.Errorf("%s %s of run %s: %w", d.Decision, d.CallID, d.Run, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// check says what is missing from a decision ("" if nothing).
+func (d Decision) check() string {
+	switch {
+	case d.Run == "" || d.CallID == "":
+		return "a decision names its run and call_id"
+	case d.Decision != "approve" && d.Decision != "reject":
+		return fmt.Sprintf("decision %q: want approve or reject", d.Decision)
+	case d.ArgsDigest == "":
+		return "a decision is bound to the args_digest the page showed: it has none"
+	case d.Decision == "reject" && strings.TrimSpace(d.Reason) == "" && d.Token == "":
+		return "a rejection needs a reason (the planner is told it)"
+	case d.Decision == "reject" && len(d.EditedArgs) > 0:
+		return "edited arguments go with an approval only"
+	}
+	if len(d.EditedArgs) > 0 {
+		if _, err := tool.Canonical(d.EditedArgs); err != nil {
+			return fmt.Sprintf("edited arguments: %v", err)
+		}
+	}
+	return ""
+}
+
+// sameOriginJSON refuses what a cross-site page could send: a decision must
+// be application/json, carry the Header, and come from this origin. It
+// returns 0 if the request passes, else the status and why.
+func sameOriginJSON(r *http.Request) (int, string) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return http.StatusUnsupportedMediaType, "a decision is a JSON POST (Content-Type: application/json)"
+	}
+	if r.Header.Get(Header) != "1" {
+		return http.StatusForbidden, "a decision carries the " + Header + " header (only the inbox page sends one)"
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: " + site + ")"
+	}
+	origin := r.Header.Get("Origin")
+	u, err := url.Parse(origin)
+	if origin == "" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return http.StatusForbidden, fmt.Sprintf("origin %q does not match this inbox (%s): cross-origin request refused", origin, r.Host)
+	}
+	return 0, ""
+}
+
+// writeDecideError maps the client's refusals to statuses; a stale decision
+// (digest changed, call decided) is 409 with "stale" set.
+func writeDecideError(w http.ResponseWriter, err error) {
+	status, stale := http.StatusBadGateway, false
+	switch {
+	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided):
+		status, stale = http.StatusConflict, true
+	case errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrUnknownCall):
+		status = http.StatusNotFound
+	case errors.Is(err, client.ErrUnauthorized):
+		status = http.StatusForbidden
+	case errors.Is(err, client.ErrRefusedInput), errors.Is(err, client.ErrEditRefused):
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, map[string]any{"error": err.Error(), "stale": stale})
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, map[string]any{"error": fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w) // escapes <, > and & in strings: the JSON is never HTML
+	_ = enc.Encode(v)
+}

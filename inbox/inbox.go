@@ -1,0 +1,137 @@
+// Package inbox is toolgate's web approvals inbox: one dependency-free page
+// (HTML, one script, one stylesheet, embedded in the binary) and a small JSON
+// API over a toolgate client. It lists every call waiting for a decision
+// across runs, with its exact arguments and args_digest, and sends each
+// decision as an update bound to the digest the page showed.
+//
+// The page is safe as a web app: a Content-Security-Policy forbids inline
+// script, every string from a run is inserted as text, and the decide
+// endpoint takes only same-origin JSON POSTs carrying X-Toolgate-Inbox. Under
+// a worker policy the page signs decisions in the browser (WebCrypto
+// Ed25519) with a key the operator loads into it: the server never sees a
+// private key.
+package inbox
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+//go:embed static
+var static embed.FS
+
+// CSP is the Content-Security-Policy of every response: no inline script,
+// nothing from elsewhere, no framing.
+const CSP = "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+
+// Header is the custom header a decision must carry (a cross-origin form
+// cannot set one, and a cross-origin fetch that sets one needs a CORS
+// preflight the inbox never answers).
+const Header = "X-Toolgate-Inbox"
+
+// MaxBodyBytes bounds a decision's request body.
+const MaxBodyBytes = 256 << 10
+
+// Backend is what the inbox needs of a toolgate client; *client.Client is one.
+type Backend interface {
+	Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error)
+	State(ctx context.Context, id string) (workflows.State, error)
+	Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error)
+	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error)
+}
+
+var _ Backend = (*client.Client)(nil)
+
+// Options configure the inbox.
+type Options struct {
+	// Hosts are host names (besides IP literals and localhost) the inbox
+	// answers to; any other Host header is refused, so a DNS-rebinding page
+	// cannot read it.
+	Hosts []string
+	// Timeout bounds the Temporal calls of one request (default 15s).
+	Timeout time.Duration
+	// TraceRecords is how many of a run's most recent trace records a call
+	// shows (default 8).
+	TraceRecords int
+}
+
+// Handler serves the inbox.
+type Handler struct {
+	b    Backend
+	opts Options
+	mux  *http.ServeMux
+}
+
+// New returns the inbox over b (a *client.Client).
+func New(b Backend, opts Options) *Handler {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 15 * time.Second
+	}
+	if opts.TraceRecords <= 0 {
+		opts.TraceRecords = 8
+	}
+	h := &Handler{b: b, opts: opts, mux: http.NewServeMux()}
+	files, _ := fs.Sub(static, "static") // cannot fail: the directory is embedded
+	h.mux.Handle("GET /{$}", serveFile(files, "index.html", "text/html; charset=utf-8"))
+	h.mux.Handle("GET /app.js", serveFile(files, "app.js", "text/javascript; charset=utf-8"))
+	h.mux.Handle("GET /app.css", serveFile(files, "app.css", "text/css; charset=utf-8"))
+	h.mux.HandleFunc("GET /api/pending", h.pending)
+	h.mux.HandleFunc("POST /api/decide", h.decide)
+	return h
+}
+
+// ServeHTTP sets the security headers, refuses unknown hosts, and routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", CSP)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cache-Control", "no-store")
+	if !h.hostAllowed(r.Host) {
+		writeError(w, http.StatusMisdirectedRequest, "unknown host %q: start the inbox with this host allowed", r.Host)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed accepts IP literals, localhost and the configured host names.
+func (h *Handler) hostAllowed(hostport string) bool {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, a := range h.opts.Hosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func serveFile(files fs.FS, name, contentType string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(files, name)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "reading %s: %v", name, err)
+			return
+		}
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(b)
+	})
+}

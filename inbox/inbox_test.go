@@ -1,0 +1,299 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// fake is a Backend over fixed runs: ids listed two per page, each run's
+// state and trace, and the decisions it was sent.
+type fake struct {
+	mu        sync.Mutex
+	ids       []string
+	states    map[string]workflows.State
+	traces    map[string][]workflows.TraceRecord
+	decideErr error
+	decided   []workflows.DecisionInput
+}
+
+func (f *fake) Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error) {
+	start := 0
+	if len(opts.PageToken) > 0 {
+		start = int(opts.PageToken[0])
+	}
+	end := min(start+2, len(f.ids))
+	page := client.PendingPage{Calls: []client.PendingCall{}, Runs: end - start}
+	for _, id := range f.ids[start:end] {
+		for _, it := range f.states[id].Interrupts {
+			page.Calls = append(page.Calls, client.PendingCall{RunID: id, Policy: f.states[id].Policy, Interrupt: it})
+		}
+	}
+	if end < len(f.ids) {
+		page.NextPageToken = []byte{byte(end)}
+	}
+	return page, nil
+}
+
+func (f *fake) State(_ context.Context, id string) (workflows.State, error) {
+	st, ok := f.states[id]
+	if !ok {
+		return st, &client.Error{Kind: client.ErrUnknownRun, Msg: "no run with id " + id}
+	}
+	return st, nil
+}
+
+func (f *fake) Trace(_ context.Context, id string) ([]workflows.TraceRecord, error) {
+	return f.traces[id], nil
+}
+
+func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.decided = append(f.decided, in)
+	if f.decideErr != nil {
+		return workflows.DecisionResult{}, f.decideErr
+	}
+	d := "rejected"
+	if approve {
+		d = "approved"
+	}
+	return workflows.DecisionResult{CallID: in.CallID, Tool: "close_ticket", Decision: d, Approver: in.Approver}, nil
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+
+func waiting(callID, toolName string, at time.Time) workflows.State {
+	return workflows.State{Status: workflows.StatusWaitingForApproval, Interrupts: []workflows.Interrupt{{
+		CallID: callID, Tool: toolName, CallArgs: json.RawMessage(`{"ticket_id":"TKT-3"}`), ArgsDigest: "d-" + callID,
+		Kind: workflows.KindGate, RequestedAt: at, ExpiresAt: at.Add(time.Hour)}}}
+}
+
+func newFake() *fake {
+	return &fake{
+		ids: []string{"run-a", "run-b", "run-c"},
+		states: map[string]workflows.State{
+			"run-a": waiting("c-1", "close_ticket", t0),
+			"run-b": waiting("c-2", "refund", t0.Add(time.Minute)),
+			"run-c": waiting("c-3", "close_ticket", t0.Add(2*time.Minute)),
+		},
+		traces: map[string][]workflows.TraceRecord{
+			"run-a": {{Seq: 1, CallID: "c-0", Tool: "search_tickets", Status: "ok", Result: json.RawMessage(`{"title":"<script>alert(1)</script>"}`)}},
+		},
+	}
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) (*http.Response, string) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+func list(t *testing.T, srv *httptest.Server, query string) List {
+	t.Helper()
+	resp, body := get(t, srv, "/api/pending"+query)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var l List
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	return l
+}
+
+func calls(l List) []string {
+	var out []string
+	for _, c := range l.Calls {
+		out = append(out, c.Run+"/"+c.CallID)
+	}
+	return out
+}
+
+// The page, its script and its stylesheet come with a CSP that forbids
+// inline script, and the page has none; no static file writes HTML from data.
+func TestPageIsServedUnderACSPWithoutInlineScript(t *testing.T) {
+	srv := httptest.NewServer(New(newFake(), Options{}))
+	defer srv.Close()
+	for _, path := range []string{"/", "/app.js", "/app.css", "/api/pending"} {
+		resp, _ := get(t, srv, path)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Equal(t, CSP, resp.Header.Get("Content-Security-Policy"), path)
+		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+	}
+	_, page := get(t, srv, "/")
+	for _, tag := range regexp.MustCompile(`<script[^>]*>`).FindAllString(page, -1) {
+		assert.Contains(t, tag, `src="/app.js"`, "only the script file, no inline script")
+	}
+	assert.NotRegexp(t, `\son[a-z]+=`, page, "no inline event handlers")
+	_, js := get(t, srv, "/app.js")
+	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+		assert.False(t, strings.Contains(js, sink), "app.js uses %s: the script must insert run data as text only", sink)
+	}
+}
+
+// Calls are listed a page of runs at a time, newest first, filtered by tool
+// or by run, each with its exact arguments, digest, asked time and trace.
+func TestPendingPagesAndFilters(t *testing.T) {
+	srv := httptest.NewServer(New(newFake(), Options{}))
+	defer srv.Close()
+
+	first := list(t, srv, "")
+	assert.Equal(t, []string{"run-b/c-2", "run-a/c-1"}, calls(first), "newest first")
+	require.NotEmpty(t, first.Next)
+	second := list(t, srv, "?page="+first.Next)
+	assert.Equal(t, []string{"run-c/c-3"}, calls(second))
+	assert.Empty(t, second.Next, "the last page")
+
+	a := first.Calls[1]
+	assert.JSONEq(t, `{"ticket_id":"TKT-3"}`, string(a.CallArgs))
+	assert.Equal(t, "d-c-1", a.ArgsDigest)
+	assert.Equal(t, "1767323045000000006", a.Asked, "requested_at in Unix nanoseconds, exactly")
+	require.Len(t, a.Trace, 1)
+
+	assert.Equal(t, []string{"run-a/c-1"}, calls(list(t, srv, "?tool=close_ticket")), "the first page's close_ticket calls")
+	assert.Equal(t, []string{"run-c/c-3"}, calls(list(t, srv, "?run=run-c")))
+
+	resp, body := get(t, srv, "/api/pending?run=nope")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, body)
+	resp, body = get(t, srv, "/api/pending?size=0")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+}
+
+// A tool result holding markup is served as JSON data, never as HTML.
+func TestToolResultWithMarkupIsServedAsJSONData(t *testing.T) {
+	srv := httptest.NewServer(New(newFake(), Options{}))
+	defer srv.Close()
+	resp, body := get(t, srv, "/api/pending?run=run-a")
+	assert.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.NotContains(t, body, "<script>", "markup is escaped in the JSON text")
+	var l List
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	var result struct{ Title string }
+	require.NoError(t, json.Unmarshal(l.Calls[0].Trace[0].Result, &result))
+	assert.Equal(t, "<script>alert(1)</script>", result.Title, "and arrives intact as data")
+}
+
+func post(t *testing.T, srv *httptest.Server, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/decide", strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+const approveC1 = `{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate","approver":"alice","note":"ok"}`
+
+func good(srv *httptest.Server) map[string]string {
+	return map[string]string{"Content-Type": "application/json", Header: "1", "Origin": srv.URL}
+}
+
+// Only a same-origin JSON POST carrying the inbox's header decides: a
+// cross-origin one, a form, text/plain or a request without the header is
+// refused before anything is sent to the run.
+func TestDecideRefusesWhatAnotherSiteCouldSend(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	with := func(edit func(h map[string]string)) map[string]string {
+		h := good(srv)
+		edit(h)
+		return h
+	}
+	cases := []struct {
+		name string
+		hdr  map[string]string
+		want int
+	}{
+		{"cross-origin", with(func(h map[string]string) { h["Origin"] = "https://evil.example" }), http.StatusForbidden},
+		{"no origin", with(func(h map[string]string) { delete(h, "Origin") }), http.StatusForbidden},
+		{"text/plain", with(func(h map[string]string) { h["Content-Type"] = "text/plain" }), http.StatusUnsupportedMediaType},
+		{"form", with(func(h map[string]string) { h["Content-Type"] = "application/x-www-form-urlencoded" }), http.StatusUnsupportedMediaType},
+		{"no header", with(func(h map[string]string) { delete(h, Header) }), http.StatusForbidden},
+		{"cross-site fetch", with(func(h map[string]string) { h["Sec-Fetch-Site"] = "cross-site" }), http.StatusForbidden},
+	}
+	for _, c := range cases {
+		code, out := post(t, srv, approveC1, c.hdr)
+		assert.Equal(t, c.want, code, "%s: %v", c.name, out)
+	}
+	assert.Empty(t, f.decided, "nothing refused reached the run")
+
+	code, out := post(t, srv, approveC1, good(srv))
+	require.Equal(t, http.StatusOK, code, out)
+	require.Len(t, f.decided, 1)
+	assert.Equal(t, workflows.DecisionInput{CallID: "c-1", Approver: "alice", Note: "ok", ArgsDigest: "d-c-1", Kind: "gate"}, f.decided[0])
+
+	resp, _ := get(t, srv, "/api/decide")
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// A decision the run refuses as stale (other arguments, already decided) is
+// a 409 marked stale; bad bodies are refused before anything is sent.
+func TestDecideRefusals(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	for _, kind := range []error{client.ErrDigestMismatch, client.ErrAlreadyDecided} {
+		f.decideErr = &client.Error{Kind: kind, Msg: "refused: " + kind.Error()}
+		code, out := post(t, srv, approveC1, good(srv))
+		assert.Equal(t, http.StatusConflict, code, out)
+		assert.Equal(t, true, out["stale"], kind.Error())
+		assert.Contains(t, out["error"], kind.Error())
+	}
+	f.decideErr = &client.Error{Kind: client.ErrUnauthorized, Msg: "bad signature"}
+	code, out := post(t, srv, approveC1, good(srv))
+	assert.Equal(t, http.StatusForbidden, code, out)
+	assert.Equal(t, false, out["stale"])
+	f.decideErr = errors.New("frontend unavailable")
+	code, _ = post(t, srv, approveC1, good(srv))
+	assert.Equal(t, http.StatusBadGateway, code)
+
+	f.decided = nil
+	for body, want := range map[string]int{
+		`{"run":"run-a","decision":"reject","call_id":"c-1","args_digest":"d-c-1"}`:                                                 http.StatusBadRequest, // no reason
+		`{"run":"run-a","decision":"approve","call_id":"c-1"}`:                                                                      http.StatusBadRequest, // no digest
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","extra":1}`:                                          http.StatusBadRequest,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","edited_args":{"a":1,"a":2}}`:                        http.StatusBadRequest,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","note":"` + strings.Repeat("x", MaxBodyBytes) + `"}`: http.StatusRequestEntityTooLarge,
+	} {
+		code, out := post(t, srv, body, good(srv))
+		assert.Equal(t, want, code, "%.120s: %v", body, out)
+	}
+	assert.Empty(t, f.decided)
+}
+
+// A Host the inbox does not know (a DNS-rebinding page) is refused.
+func TestUnknownHostIsRefused(t *testing.T) {
+	srv := httptest.NewServer(New(newFake(), Options{Hosts: []string{"inbox.internal"}}))
+	defer srv.Close()
+	for host, want := range map[string]int{"evil.example": http.StatusMisdirectedRequest, "inbox.internal:443": http.StatusOK, "localhost:1": http.StatusOK} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/pending", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, host)
+	}
+}
