@@ -23,6 +23,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -124,6 +125,20 @@ func (c *Client) Next(ctx context.Context, id string) ([]string, error) {
 func (c *Client) Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error) {
 	var tr []workflows.TraceRecord
 	return tr, c.query(ctx, id, workflows.QueryTrace, &tr)
+}
+
+// Tool reads the spec of tool name as run id holds it (its argument schema
+// among others).
+func (c *Client) Tool(ctx context.Context, id, name string) (tool.Spec, error) {
+	v, err := c.tc.QueryWorkflow(ctx, id, "", workflows.QueryTool, name)
+	if err != nil {
+		return tool.Spec{}, c.classify(id, err)
+	}
+	var spec tool.Spec
+	if err := v.Get(&spec); err != nil {
+		return spec, fmt.Errorf("decoding the spec of %s in run %s: %w", name, id, err)
+	}
+	return spec, nil
 }
 
 // Snapshot is a run's state and trace, from queries while it runs and from

@@ -157,12 +157,52 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
+	if len(d.EditedArgs) > 0 {
+		if status, msg := h.checkEdit(ctx, d); status != 0 {
+			writeError(w, status, "%s", msg)
+			return
+		}
+	}
 	res, err := h.b.Decide(ctx, d.Run, d.Decision == "approve", d.DecisionInput)
 	if err != nil {
 		writeDecideError(w, fmt.Errorf("%s %s of run %s: %w", d.Decision, d.CallID, d.Run, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// checkEdit checks edited arguments against the waiting call's tool schema,
+// as the run holds it, before anything is sent: 0 if they fit, else the
+// status and why. (The run checks them again, and its rules too.)
+func (h *Handler) checkEdit(ctx context.Context, d Decision) (int, string) {
+	st, err := h.b.State(ctx, d.Run)
+	if err != nil {
+		return http.StatusBadGateway, fmt.Sprintf("reading run %s: %v", d.Run, err)
+	}
+	name := ""
+	for _, it := range st.Interrupts {
+		if it.CallID == d.CallID {
+			name = it.Tool
+		}
+	}
+	if name == "" {
+		return http.StatusConflict, fmt.Sprintf("call %s of run %s is not waiting any more", d.CallID, d.Run)
+	}
+	spec, err := h.b.Tool(ctx, d.Run, name)
+	if err != nil {
+		return http.StatusBadGateway, fmt.Sprintf("reading the schema of %s: %v", name, err)
+	}
+	if len(bytes.TrimSpace(spec.Schema)) == 0 {
+		return 0, ""
+	}
+	sch, err := tool.CompileSchema(spec.Schema)
+	if err == nil {
+		err = sch.Validate(d.EditedArgs)
+	}
+	if err != nil {
+		return http.StatusUnprocessableEntity, fmt.Sprintf("the edited arguments do not fit %s's schema (nothing was sent): %v", name, err)
+	}
+	return 0, ""
 }
 
 // check says what is missing from a decision ("" if nothing).

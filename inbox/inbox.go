@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -46,6 +47,7 @@ type Backend interface {
 	State(ctx context.Context, id string) (workflows.State, error)
 	Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error)
 	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error)
+	Tool(ctx context.Context, id, name string) (tool.Spec, error)
 }
 
 var _ Backend = (*client.Client)(nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -59,6 +60,10 @@ func (f *fake) State(_ context.Context, id string) (workflows.State, error) {
 
 func (f *fake) Trace(_ context.Context, id string) ([]workflows.TraceRecord, error) {
 	return f.traces[id], nil
+}
+
+func (f *fake) Tool(_ context.Context, id, name string) (tool.Spec, error) {
+	return tool.Spec{Name: name, Schema: json.RawMessage(`{"type":"object","properties":{"ticket_id":{"type":"string","pattern":"^TKT-[0-9]+$"}},"required":["ticket_id"],"additionalProperties":false}`)}, nil
 }
 
 func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
@@ -296,4 +301,25 @@ func TestUnknownHostIsRefused(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, want, resp.StatusCode, host)
 	}
+}
+
+// Edited arguments are checked against the tool's schema (as the run holds
+// it) before anything is sent; ones that fit are sent as given.
+func TestEditIsCheckedAgainstTheSchemaBeforeSending(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	edit := func(args string) string {
+		return `{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate","approver":"alice","edited_args":` + args + `}`
+	}
+	for _, bad := range []string{`{"ticket_id":"TKT-X"}`, `{"ticket":"TKT-4"}`, `{}`} {
+		code, out := post(t, srv, edit(bad), good(srv))
+		assert.Equal(t, http.StatusUnprocessableEntity, code, "%s: %v", bad, out)
+		assert.Contains(t, out["error"], "do not fit close_ticket's schema (nothing was sent)", bad)
+	}
+	assert.Empty(t, f.decided, "nothing that breaks the schema is sent")
+	code, out := post(t, srv, edit(`{"ticket_id":"TKT-4"}`), good(srv))
+	assert.Equal(t, http.StatusOK, code, out)
+	require.Len(t, f.decided, 1)
+	assert.JSONEq(t, `{"ticket_id":"TKT-4"}`, string(f.decided[0].EditedArgs))
 }

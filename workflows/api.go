@@ -29,6 +29,10 @@ const (
 	QueryNext  = "next"
 	QueryState = "state"
 	QueryTrace = "trace"
+	// QueryTool takes a tool's name and answers its spec as the run holds it
+	// (from the worker's config recorded at its start): its argument schema,
+	// so an editor can check edited arguments before sending them.
+	QueryTool = "tool"
 
 	// ConfigActivity is the local activity a run starts with: it returns the
 	// worker's tool specs and policy switches, and so records them in history.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -202,6 +203,12 @@ func newFixtureWith(t *testing.T, d *desk, opts ...fixtureOption) *fixture {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
 	env := suite.NewTestWorkflowEnvironment()
+	if raceDetector {
+		// A workflow task that yields within the SDK's default 1 s may take
+		// several seconds under the race detector on a busy machine; the
+		// deadlock detector is for code that blocks, not for slow builds.
+		env.SetWorkerOptions(sdkworker.Options{DeadlockDetectionTimeout: 30 * time.Second})
+	}
 	f := &fixture{t: t, env: env, desk: d}
 	require.NoError(t, registerOn(f, f.desk, opts...))
 	return f

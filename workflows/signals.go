@@ -26,6 +26,15 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryTrace, func() ([]TraceRecord, error) { return r.Trace, nil }); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryTool, func(name string) (tool.Spec, error) {
+		spec, ok := r.specs[name]
+		if !ok {
+			return spec, fmt.Errorf("this run holds no tool named %q", clip(name, MaxNameBytes))
+		}
+		return spec, nil
+	}); err != nil {
+		return err
+	}
 	for _, u := range []struct {
 		name    string
 		approve bool
