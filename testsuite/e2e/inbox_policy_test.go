@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/toolgate/toolgate/demo"
+	"github.com/toolgate/toolgate/inbox"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Under a worker policy the inbox signs in the browser: an approval sent
+// before a key is loaded is refused on the page, and alice's — her key
+// pasted into the page, the token made by WebCrypto — completes the run,
+// with alice in the trace.
+func TestInboxSignsUnderAPolicyInChromium(t *testing.T) {
+	ctx := browser(t)
+	s := newStack(t)
+	pub, priv, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support]}\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n",
+		signed.FormatPublicKey(pub)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, d, err := demo.Options(s.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Policy, opts.SearchAttributes = pol, true
+	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); _ = d.Close() })
+	srv := httptest.NewServer(inbox.New(s.tg, inbox.Options{}))
+	defer srv.Close()
+
+	const id = "inbox-signed"
+	s.start(id, workflows.RunInput{Goal: "close the login ticket", Planner: scripted("closed", step(call("close_ticket", `{"ticket_id":"TKT-3"}`)))})
+	s.awaitNext(id, waitTimeout, "gate:close_ticket")
+	browse(t, ctx, "open the inbox", chromedp.Navigate(srv.URL))
+	await(t, ctx, "the call listed", `document.querySelectorAll('.card').length === 1`)
+
+	browse(t, ctx, "approve without a key", chromedp.Click(chromedp.CSS(card(id)+" .approve")))
+	await(t, ctx, "the page asks for a key", `document.querySelector('`+card(id)+` .msg').textContent.includes('load your signing key')`)
+
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	eval(t, ctx, "paste the key", `document.getElementById('name').value = 'alice'; document.getElementById('pem').value = `+string(pemText))
+	browse(t, ctx, "load the key", chromedp.Click(chromedp.CSS("#keybox summary")), chromedp.Click(chromedp.CSS("#loadkey")))
+	await(t, ctx, "signing as alice", `document.getElementById('keystate').textContent.includes('Signing as alice')`)
+	browse(t, ctx, "approve, signed", chromedp.SendKeys(chromedp.CSS(card(id)+" .note"), "signed in the browser"),
+		chromedp.Click(chromedp.CSS(card(id)+" .approve")))
+	s.awaitStatus(id, workflows.StatusCompleted, 0, waitTimeout)
+	approved := records(s.mustTrace(id), "c-1", workflows.TraceApproved)
+	if len(approved) != 1 || approved[0].Approver != "alice" || approved[0].Reason != "signed in the browser" {
+		t.Errorf("c-1's approval in the trace: %+v, want alice's, with her note", approved)
+	}
+}
