@@ -62,9 +62,9 @@ func (s *stack) stop() {
 }
 
 // up starts the embedded server (srv: where and what it serves; its logger
-// and search attributes are set here) and a worker on it (metrics: the
-// worker's metrics handler, nil for none).
-func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
+// and search attributes are set here) and, unless wo is nil, a worker on it
+// (metrics: the worker's metrics handler, nil for none).
+func (c *cli) up(ctx context.Context, srv devserver.Options, wo *workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
@@ -72,8 +72,10 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 		}
 	}()
 	dataDir := srv.DataDir
-	if err := private.Dir(dataDir); err != nil {
-		return nil, err
+	if srv.Database == "" || wo != nil {
+		if err := private.Dir(dataDir); err != nil {
+			return nil, err
+		}
 	}
 	var serverLog *slog.Logger // the embedded server is chatty (and noisy when it stops): off unless asked for
 	if lvl := os.Getenv("TOOLGATE_SERVER_LOG"); lvl != "" {
@@ -88,11 +90,14 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
+	if wo == nil {
+		return s, nil
+	}
 	s.client, err = c.dialWith(ctx, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, metrics)
 	if err != nil {
 		return nil, err
 	}
-	opts, d, err := demo.Options(dataDir)
+	opts, d, err := demo.OptionsWithDesk(dataDir, wo.deskDB)
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +111,16 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 	return s, nil
 }
 
-// dev is `toolgate dev`: the embedded server and a worker, until Ctrl-C.
+// dev is `toolgate dev`: the embedded server and (unless --no-worker) a
+// worker, until Ctrl-C.
 func (c *cli) dev(ctx context.Context, args []string) error {
 	fs := c.flags("dev")
 	data := dataFlag(fs)
 	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
+	db := fs.String("db", "", "the embedded server's database: empty for SQLite under --data, or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable (history in DB, visibility in DB_visibility; both created and migrated if needed; the password may come from PGPASSWORD)")
+	noWorker := fs.Bool("no-worker", false, "serve only: run no worker in this process (start `toolgate worker` processes against --address)")
 	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
 	sv := servingFlags(fs)
 	m, err := c.parseServing(fs, args, sv)
@@ -124,8 +132,12 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		wo, m.Handler())
+	wp := &wo
+	if *noWorker {
+		wp = nil
+	}
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
+		wp, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -160,17 +172,17 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	opts, d, err := demo.Options(*data)
+	wo, err := sv.workerOptions()
+	if err != nil {
+		return err
+	}
+	opts, d, err := demo.OptionsWithDesk(*data, wo.deskDB)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if hook := faultAfterCommit(); hook != nil { // nil unless built with -tags toolgate_fault (fault.go)
 		d.FailAfterCommit = hook
-	}
-	wo, err := sv.workerOptions()
-	if err != nil {
-		return err
 	}
 	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
 	opts.SearchAttributes = *searchAttrs
@@ -208,7 +220,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, wo, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, &wo, nil)
 	if err != nil {
 		return err
 	}
@@ -337,12 +349,14 @@ type serving struct {
 	allowAuto   *bool
 	metricsAddr *string
 	policyFile  *string
+	deskDB      *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
 	return serving{
 		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
+		deskDB:      fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 	}
 }
@@ -351,10 +365,11 @@ func servingFlags(fs *flag.FlagSet) serving {
 type workerOptions struct {
 	allowAuto bool
 	policy    *policy.Policy
+	deskDB    string // "" for the SQLite file under the data directory
 }
 
 func (sv serving) workerOptions() (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto}
+	wo := workerOptions{allowAuto: *sv.allowAuto, deskDB: *sv.deskDB}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {
