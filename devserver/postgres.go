@@ -34,6 +34,9 @@ const (
 	// pgx driver (the compose file's server uses postgres12, on lib/pq; both
 	// read and write the same schema).
 	PostgresPlugin = pgplugin.PluginNamePGX
+	// PostgresInitialVersion is the version setup-schema records before the
+	// versioned updates run (temporal-sql-tool setup-schema -v 0.0).
+	PostgresInitialVersion = "0.0"
 	// VisibilitySuffix names the visibility database: DB + VisibilitySuffix,
 	// as temporal and temporal_visibility in docker-compose.yml.
 	VisibilitySuffix = "_visibility"
@@ -221,7 +224,7 @@ func migrate(cfg *config.SQL, schemaName string, logger log.Logger) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
-	if err := toolsschema.NewSetupSchemaTask(conn, &toolsschema.SetupConfig{InitialVersion: "0.0"}, logger).Run(); err != nil {
+	if err := toolsschema.NewSetupSchemaTask(conn, &toolsschema.SetupConfig{InitialVersion: PostgresInitialVersion}, logger).Run(); err != nil {
 		return fmt.Errorf("setup-schema: %w", err)
 	}
 	if err := toolsschema.NewUpdateSchemaTask(conn, &toolsschema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: schemaName}, logger).Run(); err != nil {

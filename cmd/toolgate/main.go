@@ -25,10 +25,11 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE]
-  toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
+  toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
+                  [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
                   [--metrics-address HOST:PORT] [--http-api] [--policy FILE]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
-                  [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE]
+                  [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT] [--policy FILE]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
                   [--as NAME --key FILE]
   toolgate status|next|trace ID [--json]
