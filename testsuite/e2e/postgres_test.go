@@ -1,11 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/toolgate/toolgate/internal/pgtest"
+	"github.com/toolgate/toolgate/replay"
 )
 
 // The end-to-end tests that matter for persistence, again with the embedded
@@ -17,7 +25,7 @@ func TestOnPostgres(t *testing.T) {
 	t.Parallel()
 	for name, test := range map[string]func(*testing.T, *stack){
 		"walk-through":                  testSeedWalkThroughThroughTheClientAPI,
-		"continue-as-new":               testSessionContinueAsNewOnARealHistory,
+		"continue-as-new, replayed":     testContinueAsNewReplayed,
 		"server restart mid-run":        testServerRestartMidRun,
 		"worker killed while waiting":   testWorkerCrashWhileWaiting,
 		"worker killed after an effect": testWorkerCrashAfterSideEffect,
@@ -63,4 +71,45 @@ func (s *stack) sql(query string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// testContinueAsNewReplayed is the continue-as-new session, then every run of
+// its chain read back from the server (PostgreSQL) and replayed against
+// AgentRun, as `toolgate replay` does with an exported history.
+func testContinueAsNewReplayed(t *testing.T, s *stack) {
+	testSessionContinueAsNewOnARealHistory(t, s)
+	const id = "session-can"
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	desc, err := s.client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := runChain(t, s, id, desc.GetWorkflowExecutionInfo().GetFirstRunId())
+	if len(chain) < 2 {
+		t.Fatalf("%d runs in the chain, want it continued as new", len(chain))
+	}
+	for _, r := range chain {
+		var h historypb.History
+		it := s.client.GetWorkflowHistory(ctx, id, r.runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of run %s: %v", r.runID, err)
+			}
+			h.Events = append(h.Events, ev)
+		}
+		b, err := protojson.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), r.runID+".json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := replay.File(path); err != nil {
+			t.Fatalf("run %s (%d events): %v", r.runID, len(h.Events), err)
+		}
+	}
+	t.Logf("replayed %d runs of %s from PostgreSQL", len(chain), id)
 }
