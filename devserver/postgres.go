@@ -286,6 +286,11 @@ func startPostgres(ctx context.Context, opts Options) (_ *Server, err error) {
 			_ = s.Stop()
 		}
 	}()
+	defer func() {
+		if r := recover(); r != nil { // the server's logger panics on Fatal, the schema tool calls it
+			err = fmt.Errorf("devserver: start: %v", r)
+		}
+	}()
 	if s.pgLock, err = lockPostgres(ctx, p, s.logger); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
@@ -295,11 +300,6 @@ func startPostgres(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := s.pgLock.forgetMembers(ctx); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("devserver: start: %v", r)
-		}
-	}()
 	if err := s.start(ctx, opts); err != nil {
 		return nil, err
 	}
