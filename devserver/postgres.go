@@ -210,14 +210,16 @@ func ensurePostgresSchema(ctx context.Context, p *pgStores, logger log.Logger) e
 		cfg    *config.SQL
 		schema string
 	}{{p.history, PostgresSchema}, {p.visibility, PostgresVisibilitySchema}} {
-		if err := migrate(s.cfg, s.schema, logger); err != nil {
+		if err := migrate(s.cfg, s.schema, "", logger); err != nil {
 			return fmt.Errorf("schema %s in database %s: %w", s.schema, s.cfg.DatabaseName, err)
 		}
 	}
 	return nil
 }
 
-func migrate(cfg *config.SQL, schemaName string, logger log.Logger) error {
+// migrate sets the schema up if the database has none and updates it to
+// target ("" for the last version of the embedded files).
+func migrate(cfg *config.SQL, schemaName, target string, logger log.Logger) error {
 	c := *cfg
 	conn, err := toolsql.NewConnection(&c, logger)
 	if err != nil {
@@ -227,7 +229,7 @@ func migrate(cfg *config.SQL, schemaName string, logger log.Logger) error {
 	if err := toolsschema.NewSetupSchemaTask(conn, &toolsschema.SetupConfig{InitialVersion: PostgresInitialVersion}, logger).Run(); err != nil {
 		return fmt.Errorf("setup-schema: %w", err)
 	}
-	if err := toolsschema.NewUpdateSchemaTask(conn, &toolsschema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: schemaName}, logger).Run(); err != nil {
+	if err := toolsschema.NewUpdateSchemaTask(conn, &toolsschema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: schemaName, TargetVersion: target}, logger).Run(); err != nil {
 		return fmt.Errorf("update-schema: %w", err)
 	}
 	return nil

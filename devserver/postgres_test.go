@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/log"
 	pgv12 "go.temporal.io/server/schema/postgresql/v12"
 
 	"github.com/toolgate/toolgate/internal/pgtest"
@@ -89,4 +90,32 @@ func TestPostgresStartSchemaLockRestart(t *testing.T) {
 	var updates int
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM schema_update_history`).Scan(&updates))
 	assert.Equal(t, 21, updates, "the initial version 0.0 and v1.0 … v1.19, each once, though Start ran twice")
+}
+
+// A database an older server release made (history at 1.10, visibility at
+// 1.5) is upgraded by Start to the current versions, keeping its data.
+func TestPostgresUpgradesAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.FreshDB(t, "upgrade")
+	p, err := parsePostgresURL(dbURL)
+	require.NoError(t, err)
+	logger := log.NewNoopLogger()
+	require.NoError(t, ensureDatabase(context.Background(), p.url, p.visibility, logger))
+	require.NoError(t, migrate(p.history, PostgresSchema, "1.10", logger))
+	require.NoError(t, migrate(p.visibility, PostgresVisibilitySchema, "1.5", logger))
+	hist, vis, err := PostgresSchemaVersions(dbURL)
+	require.NoError(t, err)
+	require.Equal(t, [2]string{"1.10", "1.5"}, [2]string{hist, vis}, "the older schema to start from")
+
+	s := startServer(t, Options{Database: dbURL, SearchAttributes: testSearchAttributes})
+	hist, vis, err = PostgresSchemaVersions(dbURL)
+	require.NoError(t, err)
+	assert.Equal(t, [2]string{pgv12.Version, pgv12.VisibilityVersion}, [2]string{hist, vis}, "upgraded by Start")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: s.Address(), Namespace: s.Namespace()})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "on-upgraded", TaskQueue: "nobody-polls"}, "Hello", "x")
+	require.NoError(t, err, "the upgraded database takes workflows")
 }
