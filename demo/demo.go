@@ -1,5 +1,5 @@
 // Package demo composes toolgate's own demo worker: the support desk of
-// activities/desk (a SQLite file) and the support and OpenAI planners. It is
+// activities/desk (a SQLite file, or a PostgreSQL database) and the support and OpenAI planners. It is
 // what `toolgate demo`, `toolgate dev` and `toolgate worker` run; a program of
 // your own passes its own tools and planners to worker.Start instead.
 package demo
@@ -23,10 +23,20 @@ const DeskFile = "desk.db"
 // desk (its SQLite file under dataDir) and the support and OpenAI planners.
 // Close the returned desk when the worker stops.
 func Options(dataDir string) (worker.Options, *desk.Desk, error) {
+	return OptionsWithDesk(dataDir, "")
+}
+
+// OptionsWithDesk is Options with the desk in deskDB: a PostgreSQL URL
+// (postgres://…, shared by every worker on it) or an SQLite file; "" means
+// the SQLite file under dataDir.
+func OptionsWithDesk(dataDir, deskDB string) (worker.Options, *desk.Desk, error) {
 	if err := private.Dir(dataDir); err != nil {
 		return worker.Options{}, nil, fmt.Errorf("creating data directory: %w", err)
 	}
-	d, err := desk.Open(filepath.Join(dataDir, DeskFile))
+	if deskDB == "" {
+		deskDB = filepath.Join(dataDir, DeskFile)
+	}
+	d, err := desk.Connect(deskDB)
 	if err != nil {
 		return worker.Options{}, nil, err
 	}

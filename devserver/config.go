@@ -85,14 +85,16 @@ func dialIP(bindIP string) string {
 	return bindIP
 }
 
-// resolveFrontend picks the frontend endpoint from Options.Address.
-func resolveFrontend(addr string) (endpoint, error) {
+// resolveFrontend picks the frontend endpoint from Options.Address (a port
+// below 32768 when small: see portPicker).
+func resolveFrontend(addr string, small bool) (endpoint, error) {
 	host, port, err := parseListenAddress(addr)
 	if err != nil {
 		return endpoint{}, fmt.Errorf("devserver: Address %q: %w", addr, err)
 	}
 	if port == 0 {
-		if port, err = freePort(host); err != nil {
+		picker := &portPicker{host: host, used: map[int]bool{}, small: small}
+		if port, err = picker.next(); err != nil {
 			return endpoint{}, fmt.Errorf("devserver: %w", err)
 		}
 	} else if err := checkPortFree(host, port); err != nil {
@@ -103,17 +105,23 @@ func resolveFrontend(addr string) (endpoint, error) {
 }
 
 // serverConfig is the static config of a single-process server: all four
-// services, one history shard, SQLite for both stores, every port but the
-// frontend's picked free on 127.0.0.1.
+// services, one history shard (postgresShards on PostgreSQL, pg), every port but the
+// frontend's picked free on 127.0.0.1. sql is the default (history) store and
+// vis the visibility store (the same for SQLite).
 //
 // The frontend's HTTP/JSON API is off unless httpAPI: it has no
 // authentication and accepts cross-origin text/plain POSTs, so any web page
 // open in the operator's browser could start or signal workflows through it.
 // The server starts it only for a non-zero RPC.HTTPPort (httpEnabled and
 // HTTPAPIServerProvider in go.temporal.io/server/service/frontend/fx.go).
-func serverConfig(fe endpoint, sql *config.SQL, httpAPI bool) (*config.Config, error) {
+func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool) (*config.Config, error) {
 	ports := newPortPicker("127.0.0.1")
 	ports.used[fe.port] = true
+	ports.small = pg
+	shards := int32(1)
+	if pg {
+		shards = postgresShards
+	}
 	next := func() (int, error) { return ports.next() }
 
 	var cfg config.Config
@@ -122,12 +130,15 @@ func serverConfig(fe endpoint, sql *config.SQL, httpAPI bool) (*config.Config, e
 		BroadcastAddress: "127.0.0.1",
 	}
 
-	const store = "sqlite-default"
+	store, visStore := "sqlite-default", "sqlite-default"
+	if vis != sql {
+		store, visStore = "default", "visibility"
+	}
 	cfg.Persistence = config.Persistence{
 		DefaultStore:     store,
-		VisibilityStore:  store,
-		NumHistoryShards: 1,
-		DataStores:       map[string]config.DataStore{store: {SQL: sql}},
+		VisibilityStore:  visStore,
+		NumHistoryShards: shards,
+		DataStores:       map[string]config.DataStore{store: {SQL: sql}, visStore: {SQL: vis}},
 	}
 
 	cfg.ClusterMetadata = &cluster.Config{

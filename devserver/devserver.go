@@ -1,5 +1,7 @@
 // Package devserver runs a real Temporal server in-process, persisted in one
-// SQLite file, so that `toolgate dev` and `toolgate demo` need nothing but Go.
+// SQLite file, so that `toolgate dev` and `toolgate demo` need nothing but Go,
+// or in PostgreSQL (Options.Database), so that several workers on several
+// machines can share it.
 //
 // Stopping it and starting it again on the same data directory keeps every
 // workflow; the frontend may move to another port in between (clients
@@ -52,7 +54,15 @@ type Options struct {
 	// DataDir/temporal.lock keeps a second server off it while this one runs.
 	// A missing DataDir is created 0700; the files Start creates in it are
 	// 0600 (and those it finds are made so).
-	DataDir   string
+	// Not needed with Database.
+	DataDir string
+	// Database, when set, is a PostgreSQL URL
+	// (postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable; the password
+	// may come from PGPASSWORD): history goes to DB, visibility to
+	// DB_visibility, both created if missing and migrated with the server's
+	// schema tooling to the versions of its embedded schema files. A second
+	// embedded server on the same DB is refused (advisory lock).
+	Database  string
 	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
 	Namespace string // "" means "default"; registered if missing (retention 7 days)
 	UIAddress string // host:port for the Temporal Web UI; "" means no UI
@@ -78,6 +88,8 @@ type Server struct {
 	httpAddr  string
 	namespace string
 	dbPath    string
+	pg        *pgStores
+	pgLock    *pgLock
 	srv       temporal.Server
 	ui        *ui
 	logger    slogLogger
@@ -98,6 +110,9 @@ var (
 // and the search attributes are registered. ctx bounds the start (2 minutes
 // when it has no deadline); it does not stop the server later: call Stop.
 func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.Database != "" {
+		return startPostgres(ctx, opts)
+	}
 	if opts.DataDir == "" {
 		return nil, errors.New("devserver: Options.DataDir is required")
 	}
@@ -155,11 +170,14 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 }
 
 func (s *Server) start(ctx context.Context, opts Options) error {
-	fe, err := resolveFrontend(opts.Address)
+	fe, err := resolveFrontend(opts.Address, s.pg != nil)
 	if err != nil {
 		return err
 	}
 	s.address = fe.address
+	if s.pg != nil {
+		return s.run(ctx, opts, fe, s.pg.history, s.pg.visibility)
+	}
 
 	sqlCfg := sqlConfig(s.dbPath)
 	if created, err := ensureSchema(s.dbPath); err != nil {
@@ -179,8 +197,12 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 	if err := sqliteschema.CreateNamespaces(sqlCfg, nsCfg); err != nil {
 		return fmt.Errorf("devserver: register namespace %q: %w", s.namespace, err)
 	}
+	return s.run(ctx, opts, fe, sqlCfg, sqlCfg)
+}
 
-	cfg, err := serverConfig(fe, sqlCfg, opts.HTTPAPI)
+// run starts the server on its stores and waits until it is ready.
+func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, visCfg *config.SQL) error {
+	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI)
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
 	}
@@ -257,6 +279,10 @@ func (s *Server) ready(ctx context.Context, c client.Client) error {
 	}
 	ws := c.WorkflowService()
 	if _, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace}); err != nil {
+		var notFound *serviceerror.NamespaceNotFound
+		if s.pg != nil && errors.As(err, &notFound) {
+			return s.registerNamespace(ctx, ws)
+		}
 		return err
 	}
 	_, err := ws.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
@@ -358,7 +384,8 @@ func (s *Server) UIAddress() string {
 	return s.ui.address
 }
 
-// Stop stops the UI and the server gracefully and closes the SQLite file,
+// Stop stops the UI and the server gracefully and closes the SQLite file (or
+// releases the PostgreSQL database),
 // after which Start may open the same DataDir again. It is idempotent: later
 // calls return the first call's result.
 func (s *Server) Stop() error {
@@ -374,6 +401,11 @@ func (s *Server) Stop() error {
 		if s.srv != nil {
 			if err := stopTemporal(s.srv); err != nil {
 				errs = append(errs, fmt.Errorf("devserver: stop server: %w", err))
+			}
+		}
+		if s.pgLock != nil {
+			if err := s.pgLock.release(); err != nil {
+				errs = append(errs, fmt.Errorf("devserver: release %s: %w", s.pg.redacted(), err))
 			}
 		}
 		if s.dbPath != "" {

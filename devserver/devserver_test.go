@@ -371,7 +371,8 @@ func TestHTTPAPIIsOptIn(t *testing.T) {
 	defer cancel()
 
 	fe := endpoint{bindIP: "127.0.0.1", dialIP: "127.0.0.1", port: 7233, address: "127.0.0.1:7233"}
-	cfg, err := serverConfig(fe, sqlConfig(filepath.Join(t.TempDir(), dbFileName)), false)
+	sqlCfg := sqlConfig(filepath.Join(t.TempDir(), dbFileName))
+	cfg, err := serverConfig(fe, sqlCfg, sqlCfg, false, false)
 	require.NoError(t, err)
 	assert.Zero(t, cfg.Services["frontend"].RPC.HTTPPort, "no HTTP port: the server starts no HTTP API")
 

@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"strconv"
@@ -11,7 +12,14 @@ import (
 type portPicker struct {
 	host string
 	used map[int]bool
+	// small: only ports below 32768. The PostgreSQL schema keeps a service's
+	// membership port in a SMALLINT (cluster_membership.rpc_port), and the
+	// OS's ephemeral ports are above that on Linux.
+	small bool
 }
+
+// Ports that a small portPicker draws from (random, checked free).
+const smallPortLow, smallPortHigh = 20000, 32767
 
 func newPortPicker(host string) *portPicker {
 	return &portPicker{host: host, used: map[int]bool{}}
@@ -19,6 +27,9 @@ func newPortPicker(host string) *portPicker {
 
 // next returns a free port that this picker has not returned before.
 func (p *portPicker) next() (int, error) {
+	if p.small {
+		return p.nextSmall()
+	}
 	for range 20 {
 		port, err := freePort(p.host)
 		if err != nil {
@@ -30,6 +41,20 @@ func (p *portPicker) next() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no free TCP port on %s", p.host)
+}
+
+// nextSmall returns a free port in smallPortLow..smallPortHigh that this
+// picker has not returned before.
+func (p *portPicker) nextSmall() (int, error) {
+	for range 200 {
+		port := smallPortLow + rand.IntN(smallPortHigh-smallPortLow+1)
+		if p.used[port] || checkPortFree(p.host, port) != nil {
+			continue
+		}
+		p.used[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free TCP port on %s in %d..%d", p.host, smallPortLow, smallPortHigh)
 }
 
 // freePort asks the OS for a free port on host.

@@ -90,7 +90,7 @@ func (d *Desk) bookHotel() tool.Tool {
 func (d *Desk) book(ctx context.Context, info tool.Info, args BookArgs) (Booking, error) {
 	var res Booking
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		first, found, err := bookingByKey(ctx, tx, info.IdempotencyKey)
+		first, found, err := d.bookingByKey(ctx, tx, info.IdempotencyKey)
 		if err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func (d *Desk) book(ctx context.Context, info tool.Info, args BookArgs) (Booking
 			return nil
 		}
 		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM bookings`).Scan(&seq); err != nil {
+		if err := tx.QueryRowContext(ctx, d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM bookings`)).Scan(&seq); err != nil {
 			return fmt.Errorf("book_hotel: numbering booking: %w", err)
 		}
 		id := args.BookingID
@@ -113,16 +113,16 @@ func (d *Desk) book(ctx context.Context, info tool.Info, args BookArgs) (Booking
 			id = fmt.Sprintf("BK-%d", seq)
 		}
 		var taken int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM bookings WHERE id = ?`, id).Scan(&taken); err != nil {
+		if err := tx.QueryRowContext(ctx, d.q(`SELECT COUNT(*) FROM bookings WHERE id = ?`), id).Scan(&taken); err != nil {
 			return fmt.Errorf("book_hotel: checking id %s: %w", id, err)
 		}
 		if taken > 0 {
 			return tool.Permanent(fmt.Errorf("booking %s already exists", id))
 		}
 		res = Booking{BookingID: id, Guest: args.Guest, Hotel: args.Hotel, Nights: args.Nights, AmountCents: int64(args.Nights) * NightlyRateCents}
-		_, err = tx.ExecContext(ctx, `
+		_, err = tx.ExecContext(ctx, d.q(`
 			INSERT INTO bookings (seq, id, guest, hotel, nights, amount_cents, idem_key, approved_by, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			seq, res.BookingID, res.Guest, res.Hotel, res.Nights, res.AmountCents, info.IdempotencyKey, approver(info),
 			time.Now().UTC().Format(time.RFC3339))
 		if err != nil {
@@ -133,7 +133,7 @@ func (d *Desk) book(ctx context.Context, info tool.Info, args BookArgs) (Booking
 	if isUnique(err) {
 		// The UNIQUE constraint is the last guard: another writer booked under
 		// this key between our check and our insert.
-		first, found, err2 := bookingByKey(ctx, d.db, info.IdempotencyKey)
+		first, found, err2 := d.bookingByKey(ctx, d.db, info.IdempotencyKey)
 		if err2 != nil {
 			return Booking{}, err2
 		}
@@ -202,9 +202,9 @@ func quoteAll(ss []string) []string {
 }
 
 // bookingByKey returns the booking made under an idempotency key, if any.
-func bookingByKey(ctx context.Context, q queryer, key string) (Booking, bool, error) {
+func (d *Desk) bookingByKey(ctx context.Context, q queryer, key string) (Booking, bool, error) {
 	var b Booking
-	err := q.QueryRowContext(ctx, `SELECT id, guest, hotel, nights, amount_cents FROM bookings WHERE idem_key = ?`, key).
+	err := q.QueryRowContext(ctx, d.q(`SELECT id, guest, hotel, nights, amount_cents FROM bookings WHERE idem_key = ?`), key).
 		Scan(&b.BookingID, &b.Guest, &b.Hotel, &b.Nights, &b.AmountCents)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Booking{}, false, nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -30,10 +31,12 @@ import (
 	"github.com/toolgate/toolgate/tool"
 )
 
-// Desk is the support desk over one SQLite database file. Its exported fields
+// Desk is the support desk over one SQLite database file (Open) or a
+// PostgreSQL database (OpenPostgres). Its exported fields
 // are settings; set them before the desk serves calls.
 type Desk struct {
 	db *sql.DB
+	pg bool // PostgreSQL (OpenPostgres), not SQLite: see q
 
 	// Flaky says how the order carrier behind carrier_status behaves: the
 	// number of attempts of each call (counted per call id) that fail before
@@ -222,27 +225,27 @@ const seedTime = "2026-01-15T10:00:00Z"
 func (d *Desk) setup(ctx context.Context) error {
 	return d.inTx(ctx, func(tx *sql.Tx) error {
 		for _, stmt := range schema {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			if _, err := tx.ExecContext(ctx, d.q(stmt)); err != nil {
 				return fmt.Errorf("creating schema: %w", err)
 			}
 		}
 		for i, t := range seedTickets {
 			if _, err := tx.ExecContext(ctx,
-				`INSERT OR IGNORE INTO tickets (seq, id, title, body, status) VALUES (?, ?, ?, ?, 'open')`,
+				d.q(`INSERT OR IGNORE INTO tickets (seq, id, title, body, status) VALUES (?, ?, ?, ?, 'open')`),
 				i+1, t.id, t.title, t.body); err != nil {
 				return fmt.Errorf("seeding ticket %s: %w", t.id, err)
 			}
 		}
 		for i, b := range seedBookings {
 			if _, err := tx.ExecContext(ctx,
-				`INSERT OR IGNORE INTO bookings (seq, id, guest, hotel, nights, amount_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				d.q(`INSERT OR IGNORE INTO bookings (seq, id, guest, hotel, nights, amount_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 				i+1, b.id, b.guest, b.hotel, b.nights, b.amount, seedTime); err != nil {
 				return fmt.Errorf("seeding booking %s: %w", b.id, err)
 			}
 		}
 		for _, o := range seedOrders {
 			if _, err := tx.ExecContext(ctx,
-				`INSERT OR IGNORE INTO orders (id, status, updated_at) VALUES (?, ?, ?)`,
+				d.q(`INSERT OR IGNORE INTO orders (id, status, updated_at) VALUES (?, ?, ?)`),
 				o.id, o.status, o.updatedAt); err != nil {
 				return fmt.Errorf("seeding order %s: %w", o.id, err)
 			}
@@ -256,6 +259,14 @@ func (d *Desk) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	if d.pg {
+		// SQLite's immediate transactions take the write lock at BEGIN; this
+		// is PostgreSQL's equivalent for the desk (see deskLockKey).
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", deskLockKey); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("locking the desk: %w", err)
+		}
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -299,5 +310,7 @@ func approver(info tool.Info) sql.NullString {
 // isUnique reports whether err is a UNIQUE constraint violation.
 func isUnique(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+	var pe *pgconn.PgError
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE ||
+		errors.As(err, &pe) && pe.Code == "23505" // unique_violation
 }

@@ -16,12 +16,25 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/toolgate/toolgate/internal/pgtest"
 	"github.com/toolgate/toolgate/tool"
 )
 
-// openDesk opens a desk on a fresh database file in a temp dir.
+// onPostgres makes openDesk open a fresh PostgreSQL database instead of an
+// SQLite file (set by TestOnPostgres, whose subtests run one at a time).
+var onPostgres bool
+
+// openDesk opens a desk on a fresh database (file in a temp dir, or PostgreSQL
+// database) and returns where it is, for Connect.
 func openDesk(t *testing.T) (*Desk, string) {
 	t.Helper()
+	if onPostgres {
+		u := pgtest.FreshDB(t, "desk")
+		d, err := OpenPostgres(u)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Close() })
+		return d, u
+	}
 	path := filepath.Join(t.TempDir(), "desk.db")
 	d, err := Open(path)
 	require.NoError(t, err)
@@ -86,7 +99,7 @@ func appError(t *testing.T, err error, typ string) *temporal.ApplicationError {
 func count(t *testing.T, d *Desk, query string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, d.db.QueryRow(query, args...).Scan(&n))
+	require.NoError(t, d.db.QueryRow(d.q(query), args...).Scan(&n))
 	return n
 }
 
@@ -101,7 +114,7 @@ func specs(d *Desk) map[string]tool.Spec {
 func TestOpenSeedsOnce(t *testing.T) {
 	d, path := openDesk(t)
 	require.NoError(t, d.Close())
-	d2, err := Open(path) // seeding again must add nothing
+	d2, err := Connect(path) // seeding again must add nothing
 	require.NoError(t, err)
 	defer d2.Close()
 
@@ -109,9 +122,11 @@ func TestOpenSeedsOnce(t *testing.T) {
 	assert.Equal(t, 5, count(t, d2, `SELECT COUNT(*) FROM tickets WHERE status = 'open'`))
 	assert.Equal(t, 3, count(t, d2, `SELECT COUNT(*) FROM bookings WHERE amount_cents > 0 AND guest <> ''`))
 	assert.Equal(t, 0, count(t, d2, `SELECT COUNT(*) FROM payments`))
-	var mode string
-	require.NoError(t, d2.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
-	assert.Equal(t, "wal", mode)
+	if !onPostgres {
+		var mode string
+		require.NoError(t, d2.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
+		assert.Equal(t, "wal", mode)
+	}
 
 	var tk Ticket
 	mustCall(t, d2, "get_ticket", req("", `{"ticket_id":"TKT-3"}`), &tk)
@@ -346,7 +361,7 @@ func TestRefundConcurrentSameKeyPaysOnce(t *testing.T) {
 	d, path := openDesk(t)
 	// A second desk on the same file stands for a second worker process:
 	// its own connection, so only SQLite's locking keeps the two apart.
-	other, err := Open(path)
+	other, err := Connect(path)
 	require.NoError(t, err)
 	defer other.Close()
 	desks := []*Desk{d, other}
@@ -516,7 +531,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	mustCall(t, d, "refund", approved("run-1/c-4", `{"booking_id":"BK-1","amount_cents":1000}`), &paid)
 	require.NoError(t, d.Close())
 
-	d2, err := Open(path)
+	d2, err := Connect(path)
 	require.NoError(t, err)
 	defer d2.Close()
 	var tk Ticket

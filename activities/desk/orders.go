@@ -101,7 +101,7 @@ func (d *Desk) cachedOrderStatus() tool.Tool {
 // orderStatus reads an order's row; an unknown order is a permanent error.
 func (d *Desk) orderStatus(ctx context.Context, orderID string) (OrderStatus, error) {
 	st := OrderStatus{OrderID: orderID}
-	err := d.db.QueryRowContext(ctx, `SELECT status, updated_at FROM orders WHERE id = ?`, orderID).Scan(&st.Status, &st.AsOf)
+	err := d.db.QueryRowContext(ctx, d.q(`SELECT status, updated_at FROM orders WHERE id = ?`), orderID).Scan(&st.Status, &st.AsOf)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OrderStatus{}, tool.Permanent(fmt.Errorf("order %s not found", orderID))
 	}

@@ -80,7 +80,7 @@ func (d *Desk) refund() tool.Tool {
 func (d *Desk) pay(ctx context.Context, info tool.Info, args RefundArgs) (RefundResult, error) {
 	var res RefundResult
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		first, found, err := paymentByKey(ctx, tx, info.IdempotencyKey)
+		first, found, err := d.paymentByKey(ctx, tx, info.IdempotencyKey)
 		if err != nil {
 			return err
 		}
@@ -89,9 +89,9 @@ func (d *Desk) pay(ctx context.Context, info tool.Info, args RefundArgs) (Refund
 			return err
 		}
 		var booked, refunded int64
-		err = tx.QueryRowContext(ctx, `
-			SELECT b.amount_cents, COALESCE((SELECT SUM(p.amount_cents) FROM payments p WHERE p.booking_id = b.id), 0)
-			FROM bookings b WHERE b.id = ?`, args.BookingID).Scan(&booked, &refunded)
+		err = tx.QueryRowContext(ctx, d.q(`
+			SELECT b.amount_cents, CAST(COALESCE((SELECT SUM(p.amount_cents) FROM payments p WHERE p.booking_id = b.id), 0) AS BIGINT)
+			FROM bookings b WHERE b.id = ?`), args.BookingID).Scan(&booked, &refunded)
 		if errors.Is(err, sql.ErrNoRows) {
 			return tool.Permanent(fmt.Errorf("booking %s not found", args.BookingID))
 		}
@@ -103,13 +103,13 @@ func (d *Desk) pay(ctx context.Context, info tool.Info, args RefundArgs) (Refund
 				args.AmountCents, args.BookingID, booked, refunded))
 		}
 		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM payments`).Scan(&seq); err != nil {
+		if err := tx.QueryRowContext(ctx, d.q(`SELECT COALESCE(MAX(seq), 0) + 1 FROM payments`)).Scan(&seq); err != nil {
 			return fmt.Errorf("refund %s: numbering payment: %w", args.BookingID, err)
 		}
 		id := fmt.Sprintf("PAY-%d", seq)
-		_, err = tx.ExecContext(ctx, `
+		_, err = tx.ExecContext(ctx, d.q(`
 			INSERT INTO payments (seq, id, booking_id, amount_cents, reason, idem_key, approved_by, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			seq, id, args.BookingID, args.AmountCents, args.Reason, info.IdempotencyKey, approver(info),
 			time.Now().UTC().Format(time.RFC3339))
 		if err != nil {
@@ -121,7 +121,7 @@ func (d *Desk) pay(ctx context.Context, info tool.Info, args RefundArgs) (Refund
 	if isUnique(err) {
 		// The UNIQUE constraint is the last guard: another writer paid under
 		// this key between our check and our insert.
-		first, found, err2 := paymentByKey(ctx, d.db, info.IdempotencyKey)
+		first, found, err2 := d.paymentByKey(ctx, d.db, info.IdempotencyKey)
 		if err2 != nil {
 			return RefundResult{}, err2
 		}
@@ -158,8 +158,8 @@ func scanPayment(scan func(dest ...any) error) (Payment, error) {
 }
 
 // paymentByKey returns the payment made under an idempotency key, if any.
-func paymentByKey(ctx context.Context, q queryer, key string) (Payment, bool, error) {
-	p, err := scanPayment(q.QueryRowContext(ctx, `SELECT `+paymentColumns+` FROM payments WHERE idem_key = ?`, key).Scan)
+func (d *Desk) paymentByKey(ctx context.Context, q queryer, key string) (Payment, bool, error) {
+	p, err := scanPayment(q.QueryRowContext(ctx, d.q(`SELECT `+paymentColumns+` FROM payments WHERE idem_key = ?`), key).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Payment{}, false, nil
 	}
@@ -172,7 +172,7 @@ func paymentByKey(ctx context.Context, q queryer, key string) (Payment, bool, er
 // Payments returns the refunds paid on a booking, oldest first. It is for
 // tests and the demo: it lets them count what was actually paid.
 func (d *Desk) Payments(ctx context.Context, bookingID string) ([]Payment, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+paymentColumns+` FROM payments WHERE booking_id = ? ORDER BY seq`, bookingID)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+paymentColumns+` FROM payments WHERE booking_id = ? ORDER BY seq`), bookingID)
 	if err != nil {
 		return nil, fmt.Errorf("payments of %s: %w", bookingID, err)
 	}

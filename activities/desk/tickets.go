@@ -74,12 +74,12 @@ func (d *Desk) searchTickets() tool.Tool {
 		default:
 			return SearchResult{}, tool.InvalidArgs("search_tickets: status %q: want open, closed or any", args.Status)
 		}
-		rows, err := d.db.QueryContext(ctx, `
+		rows, err := d.db.QueryContext(ctx, d.q(`
 			SELECT id, title, status FROM tickets
 			WHERE (instr(lower(title), lower(?1)) > 0 OR instr(lower(body), lower(?1)) > 0)
 			  AND (?2 = '' OR status = ?2)
 			ORDER BY seq
-			LIMIT ?3`, query, status, limit)
+			LIMIT ?3`), query, status, limit)
 		if err != nil {
 			return SearchResult{}, fmt.Errorf("search_tickets: querying: %w", err)
 		}
@@ -143,7 +143,7 @@ func (d *Desk) Ticket(ctx context.Context, id string) (Ticket, error) {
 	var t Ticket
 	var resolution, closedKey, approvedBy, closedAt sql.NullString
 	err := d.db.QueryRowContext(ctx,
-		`SELECT id, title, body, status, resolution, closed_key, approved_by, closed_at FROM tickets WHERE id = ?`,
+		d.q(`SELECT id, title, body, status, resolution, closed_key, approved_by, closed_at FROM tickets WHERE id = ?`),
 		id).Scan(&t.ID, &t.Title, &t.Body, &t.Status, &resolution, &closedKey, &approvedBy, &closedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Ticket{}, tool.Permanent(fmt.Errorf("ticket %s not found", id))
@@ -192,7 +192,7 @@ func (d *Desk) closeTicket() tool.Tool {
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			var status string
 			var closedKey sql.NullString
-			err := tx.QueryRowContext(ctx, `SELECT status, closed_key FROM tickets WHERE id = ?`, args.TicketID).Scan(&status, &closedKey)
+			err := tx.QueryRowContext(ctx, d.q(`SELECT status, closed_key FROM tickets WHERE id = ?`), args.TicketID).Scan(&status, &closedKey)
 			if errors.Is(err, sql.ErrNoRows) {
 				return tool.Permanent(fmt.Errorf("ticket %s not found", args.TicketID))
 			}
@@ -206,7 +206,7 @@ func (d *Desk) closeTicket() tool.Tool {
 				return nil
 			}
 			_, err = tx.ExecContext(ctx,
-				`UPDATE tickets SET status = 'closed', resolution = ?, closed_key = ?, approved_by = ?, closed_at = ? WHERE id = ? AND status = 'open'`,
+				d.q(`UPDATE tickets SET status = 'closed', resolution = ?, closed_key = ?, approved_by = ?, closed_at = ? WHERE id = ? AND status = 'open'`),
 				args.Resolution, info.IdempotencyKey, approver(info), time.Now().UTC().Format(time.RFC3339), args.TicketID)
 			if err != nil {
 				return fmt.Errorf("close_ticket %s: updating: %w", args.TicketID, err)

@@ -47,7 +47,7 @@ func (c *cli) demoMCP(ctx context.Context, data, file, share string, yes bool) e
 		fmt.Fprintf(c.stdout, "created %s\n", path)
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) and the MCP servers of %s …\n", data, file)
-	s, err := c.up(ctx, devserver.Options{DataDir: data, Address: "127.0.0.1:0", Namespace: "default"}, workerOptions{mcpFile: file}, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: data, Address: "127.0.0.1:0", Namespace: "default"}, &workerOptions{mcpFile: file}, nil)
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,13 @@ const usage = `toolgate — a durable, safe tool executor for AI agents, on Temp
 
 Usage:
   toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--mcp FILE [--share DIR]]
-  toolgate dev    [--data DIR] [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
+  toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
+                  [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
                   [--metrics-address HOST:PORT] [--http-api] [--policy FILE] [--mcp FILE] [--inbox-address HOST:PORT]
   toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
                   [--insecure] [--host NAME,...]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
-                  [--search-attributes] [--metrics-address HOST:PORT] [--policy FILE] [--mcp FILE]
+                  [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT] [--policy FILE] [--mcp FILE]
   toolgate mcp list --mcp FILE [--json]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
                   [--as NAME --key FILE]

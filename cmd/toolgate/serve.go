@@ -64,9 +64,9 @@ func (s *stack) stop() {
 }
 
 // up starts the embedded server (srv: where and what it serves; its logger
-// and search attributes are set here) and a worker on it (metrics: the
-// worker's metrics handler, nil for none).
-func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
+// and search attributes are set here) and, unless wo is nil, a worker on it
+// (metrics: the worker's metrics handler, nil for none).
+func (c *cli) up(ctx context.Context, srv devserver.Options, wo *workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
@@ -74,8 +74,10 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 		}
 	}()
 	dataDir := srv.DataDir
-	if err := private.Dir(dataDir); err != nil {
-		return nil, err
+	if srv.Database == "" || wo != nil {
+		if err := private.Dir(dataDir); err != nil {
+			return nil, err
+		}
 	}
 	var serverLog *slog.Logger // the embedded server is chatty (and noisy when it stops): off unless asked for
 	if lvl := os.Getenv("TOOLGATE_SERVER_LOG"); lvl != "" {
@@ -94,7 +96,10 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 	if err != nil {
 		return nil, err
 	}
-	opts, d, err := demo.Options(dataDir)
+	if wo == nil {
+		return s, nil // a server only: the inbox, if asked for, still uses s.client
+	}
+	opts, d, err := demo.OptionsWithDesk(dataDir, wo.deskDB)
 	if err != nil {
 		return nil, err
 	}
@@ -114,13 +119,16 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo workerOptions, m
 	return s, nil
 }
 
-// dev is `toolgate dev`: the embedded server and a worker, until Ctrl-C.
+// dev is `toolgate dev`: the embedded server and (unless --no-worker) a
+// worker, until Ctrl-C.
 func (c *cli) dev(ctx context.Context, args []string) error {
 	fs := c.flags("dev")
 	data := dataFlag(fs)
 	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
+	db := fs.String("db", "", "the embedded server's database: empty for SQLite under --data, or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable (history in DB, visibility in DB_visibility; both created and migrated if needed; the password may come from PGPASSWORD)")
+	noWorker := fs.Bool("no-worker", false, "serve only: run no worker in this process (start `toolgate worker` processes against --address)")
 	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
 	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
 	ibf := addInboxFlags(fs, "inbox-")
@@ -134,8 +142,12 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		wo, m.Handler())
+	wp := &wo
+	if *noWorker {
+		wp = nil
+	}
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
+		wp, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -178,17 +190,17 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	opts, d, err := demo.Options(*data)
+	wo, err := sv.workerOptions()
+	if err != nil {
+		return err
+	}
+	opts, d, err := demo.OptionsWithDesk(*data, wo.deskDB)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if hook := faultAfterCommit(); hook != nil { // nil unless built with -tags toolgate_fault (fault.go)
 		d.FailAfterCommit = hook
-	}
-	wo, err := sv.workerOptions()
-	if err != nil {
-		return err
 	}
 	mt, err := c.openMCP(ctx, wo.mcpFile, *data)
 	if err != nil {
@@ -242,7 +254,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, wo, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, &wo, nil)
 	if err != nil {
 		return err
 	}

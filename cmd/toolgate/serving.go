@@ -16,6 +16,7 @@ type serving struct {
 	metricsAddr *string
 	policyFile  *string
 	mcpFile     *string
+	deskDB      *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
@@ -24,6 +25,7 @@ func servingFlags(fs *flag.FlagSet) serving {
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
 		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 		mcpFile:     mcpFlag(fs),
+		deskDB:      fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 	}
 }
 
@@ -32,10 +34,11 @@ type workerOptions struct {
 	allowAuto bool
 	policy    *policy.Policy
 	mcpFile   string // an --mcp file: its servers' tools join the worker's
+	deskDB    string // "" for the SQLite file under the data directory
 }
 
 func (sv serving) workerOptions() (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile}
+	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {

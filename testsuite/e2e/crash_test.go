@@ -17,7 +17,11 @@ import (
 // worker picks the run up from its history, and the approval goes through.
 func TestWorkerCrashWhileWaiting(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	testWorkerCrashWhileWaiting(t, newStack(t))
+}
+
+// testWorkerCrashWhileWaiting is TestWorkerCrashWhileWaiting on s (SQLite or PostgreSQL).
+func testWorkerCrashWhileWaiting(t *testing.T, s *stack) {
 	first := s.startWorkerProc("worker 1", nil)
 
 	const id = "crash-while-waiting"
@@ -69,7 +73,11 @@ func TestWorkerCrashWhileWaiting(t *testing.T) {
 // passed, finds the payment under the same idempotency key, and pays nothing.
 func TestWorkerCrashAfterSideEffect(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	testWorkerCrashAfterSideEffect(t, newStack(t))
+}
+
+// testWorkerCrashAfterSideEffect is TestWorkerCrashAfterSideEffect on s (SQLite or PostgreSQL).
+func testWorkerCrashAfterSideEffect(t *testing.T, s *stack) {
 
 	// The refund's declared timeout decides how long the retry takes.
 	var attemptTimeout, retryInterval time.Duration

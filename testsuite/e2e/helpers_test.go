@@ -47,10 +47,14 @@ const (
 type stack struct {
 	t       *testing.T
 	dataDir string
-	server  *devserver.Server
-	client  client.Client    // the Temporal client, for what a stock client does (signals, raw starts)
-	tg      *tgclient.Client // toolgate's client on it, for everything else
-	sdkLog  *syncBuffer      // the SDK's warnings and errors, shown when the test fails
+	// serverDB and deskDB are PostgreSQL URLs (newPGStack): the server's
+	// database and the desk's. Empty: SQLite files under dataDir.
+	serverDB, deskDB string
+	server           *devserver.Server // nil when the server is a subprocess
+	external         string            // that subprocess's frontend address
+	client           client.Client     // the Temporal client, for what a stock client does (signals, raw starts)
+	tg               *tgclient.Client  // toolgate's client on it, for everything else
+	sdkLog           *syncBuffer       // the SDK's warnings and errors, shown when the test fails
 }
 
 // newStack starts an embedded server on a fresh data directory and dials it.
@@ -71,11 +75,19 @@ func newStack(t *testing.T) *stack {
 func (s *stack) startServer() {
 	t := s.t
 	t.Helper()
-	srv, c := testenv.StartServer(t, testenv.ServerOptions{DataDir: s.dataDir, Timeout: startTimeout, StrictStop: true,
+	srv, c := testenv.StartServer(t, testenv.ServerOptions{DataDir: s.dataDir, Database: s.serverDB, Timeout: startTimeout, StrictStop: true,
 		Client: client.Options{Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))}})
 	s.server = srv
 	s.client = c
 	s.tg = tgclient.New(c)
+}
+
+// address is the frontend's address.
+func (s *stack) address() string {
+	if s.server == nil {
+		return s.external
+	}
+	return s.server.Address()
 }
 
 // stopServer stops the server and closes the client (a restart test then
@@ -107,7 +119,7 @@ func (w *inWorker) stop() {
 func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
 	t := s.t
 	t.Helper()
-	opts, d, err := demo.Options(s.dataDir)
+	opts, d, err := demo.OptionsWithDesk(s.dataDir, s.deskDB)
 	if err != nil {
 		t.Fatalf("demo.Options: %v", err)
 	}
@@ -123,14 +135,20 @@ func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
 	return iw
 }
 
-// deskPath is the demo desk's SQLite file, shared by workers and assertions.
-func (s *stack) deskPath() string { return filepath.Join(s.dataDir, demo.DeskFile) }
+// deskPath is the demo desk's SQLite file, or its PostgreSQL URL, shared by
+// workers and assertions.
+func (s *stack) deskPath() string {
+	if s.deskDB != "" {
+		return s.deskDB
+	}
+	return filepath.Join(s.dataDir, demo.DeskFile)
+}
 
-// openDesk opens the desk's file for assertions (WAL: it may be open in a
+// openDesk opens the desk's database for assertions (WAL: it may be open in a
 // worker, in this process or another, at the same time).
 func (s *stack) openDesk() *desk.Desk {
 	s.t.Helper()
-	d, err := desk.Open(s.deskPath())
+	d, err := desk.Connect(s.deskPath())
 	if err != nil {
 		s.t.Fatalf("opening the desk: %v", err)
 	}
@@ -138,10 +156,19 @@ func (s *stack) openDesk() *desk.Desk {
 	return d
 }
 
-// openDB opens the desk's file read-only through database/sql, for the
-// counts the desk has no method for.
+// openDB opens the desk's database (read-only, for SQLite) through
+// database/sql, for the counts the desk has no method for. Write its queries
+// with ? placeholders and pass them through s.sql.
 func (s *stack) openDB() *sql.DB {
 	s.t.Helper()
+	if s.deskDB != "" {
+		db, err := sql.Open("pgx", s.deskDB)
+		if err != nil {
+			s.t.Fatalf("opening the desk's database: %v", err)
+		}
+		s.t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
 	db, err := sql.Open("sqlite", "file:"+s.deskPath()+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		s.t.Fatalf("opening %s: %v", s.deskPath(), err)
@@ -449,8 +476,11 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 func (s *stack) startWorkerProc(name string, env []string, flags ...string) *proc {
 	t := s.t
 	t.Helper()
-	args := append([]string{"worker", "--address", s.server.Address(), "--namespace", s.server.Namespace(),
+	args := append([]string{"worker", "--address", s.address(), "--namespace", devserver.DefaultNamespace,
 		"--data", s.dataDir, "--search-attributes"}, flags...)
+	if s.deskDB != "" {
+		args = append(args, "--desk-db", s.deskDB)
+	}
 	p := startProc(t, name, env, args...)
 	prefix := fmt.Sprintf("%d@", p.cmd.Process.Pid)
 	testenv.Eventually(t, startTimeout, name+" polling", func() error {

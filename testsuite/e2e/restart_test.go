@@ -12,7 +12,11 @@ import (
 // the memo after it.
 func TestServerRestartMidRun(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	testServerRestartMidRun(t, newStack(t))
+}
+
+// testServerRestartMidRun is TestServerRestartMidRun on s (SQLite or PostgreSQL).
+func testServerRestartMidRun(t *testing.T, s *stack) {
 	w := s.startWorker(false)
 
 	const id = "server-restart"
@@ -62,7 +66,7 @@ func TestServerRestartMidRun(t *testing.T) {
 
 	var n int
 	var guest, approvedBy string
-	if err := s.openDB().QueryRow(`SELECT COUNT(*), COALESCE(MAX(guest), ''), COALESCE(MAX(approved_by), '') FROM bookings WHERE idem_key = ?`, s.key(id, "c-2")).
+	if err := s.openDB().QueryRow(s.sql(`SELECT COUNT(*), COALESCE(MAX(guest), ''), COALESCE(MAX(approved_by), '') FROM bookings WHERE idem_key = ?`), s.key(id, "c-2")).
 		Scan(&n, &guest, &approvedBy); err != nil {
 		t.Fatal(err)
 	}

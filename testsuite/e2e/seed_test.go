@@ -14,7 +14,11 @@ import (
 // the gate until a plain JSON signal approves it.
 func TestSeedWalkThroughThroughTheClientAPI(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	testSeedWalkThroughThroughTheClientAPI(t, newStack(t))
+}
+
+// testSeedWalkThroughThroughTheClientAPI is TestSeedWalkThroughThroughTheClientAPI on s (SQLite or PostgreSQL).
+func testSeedWalkThroughThroughTheClientAPI(t *testing.T, s *stack) {
 	s.startWorker(false)
 	d := s.openDesk()
 

@@ -19,7 +19,11 @@ import (
 // cache_hit.
 func TestSessionContinueAsNewOnARealHistory(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	testSessionContinueAsNewOnARealHistory(t, newStack(t))
+}
+
+// testSessionContinueAsNewOnARealHistory is TestSessionContinueAsNewOnARealHistory on s (SQLite or PostgreSQL).
+func testSessionContinueAsNewOnARealHistory(t *testing.T, s *stack) {
 	s.startWorker(false)
 
 	// 15 single-call steps over 3 queries, in 3 user turns (an empty step

@@ -26,6 +26,9 @@ const DefaultStartTimeout = 2 * time.Minute
 type ServerOptions struct {
 	// DataDir holds the server's SQLite file. "" means a new t.TempDir().
 	DataDir string
+	// Database, when set, is the PostgreSQL URL the server persists to
+	// instead (devserver.Options.Database).
+	Database string
 	// Timeout bounds starting the server and dialing it. 0 means
 	// DefaultStartTimeout.
 	Timeout time.Duration
@@ -52,7 +55,7 @@ func StartServer(t testing.TB, o ServerOptions) (*devserver.Server, client.Clien
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	began := time.Now()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.DataDir, SearchAttributes: SearchAttributes})
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.DataDir, Database: o.Database, SearchAttributes: SearchAttributes})
 	if err != nil {
 		t.Fatalf("starting the embedded server: %v", err)
 	}
