@@ -11,6 +11,7 @@ package mcpsource
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -90,7 +91,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("MCP file: no servers")
 	}
 	var errs []string
-	for _, name := range sortedKeys(c.Servers) {
+	for _, name := range slices.Sorted(maps.Keys(c.Servers)) {
 		s := c.Servers[name]
 		if !serverName.MatchString(name) {
 			errs = append(errs, fmt.Sprintf("servers.%s: a server name is a lower-case letter, then at most 23 letters, digits or '-'", name))
@@ -101,7 +102,7 @@ func (c *Config) Validate() error {
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			errs = append(errs, fmt.Sprintf("servers.%s.url: want http:// or https://", name))
 		}
-		for _, tn := range sortedKeys(s.Tools) {
+		for _, tn := range slices.Sorted(maps.Keys(s.Tools)) {
 			t := s.Tools[tn]
 			if t.Local && (t.Destructive == nil || *t.Destructive) {
 				errs = append(errs, fmt.Sprintf("servers.%s.tools.%s: local is for reads: declare destructive: false too", name, tn))
@@ -134,13 +135,4 @@ func expand(s string, getenv func(string) string) (string, []string) {
 		return v
 	})
 	return out, missing
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

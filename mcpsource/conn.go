@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,7 +78,7 @@ func (c *conn) transport() (mcp.Transport, error) {
 	if len(c.cfg.Command) > 0 {
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
 		cmd.Env = os.Environ()
-		for _, k := range sortedKeys(c.cfg.Env) {
+		for _, k := range slices.Sorted(maps.Keys(c.cfg.Env)) {
 			cmd.Env = append(cmd.Env, k+"="+exp(c.cfg.Env[k]))
 		}
 		cmd.Stderr = os.Stderr
@@ -86,7 +88,7 @@ func (c *conn) transport() (mcp.Transport, error) {
 		return &mcp.CommandTransport{Command: cmd}, nil
 	}
 	headers := http.Header{}
-	for _, k := range sortedKeys(c.cfg.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(c.cfg.Headers)) {
 		headers.Set(k, exp(c.cfg.Headers[k]))
 	}
 	if len(missing) > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -63,7 +64,7 @@ func Open(ctx context.Context, cfg *Config, opts Options) (*Source, error) {
 		opts.Getenv = os.Getenv
 	}
 	s := &Source{}
-	for _, name := range sortedKeys(cfg.Servers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		c := newConn(name, cfg.Servers[name], opts)
 		s.conns = append(s.conns, c)
 		tools, err := c.listTools(ctx)
@@ -85,9 +86,9 @@ func (s *Source) add(c *conn, tools []*mcp.Tool) error {
 	for _, t := range tools {
 		served[t.Name] = t
 	}
-	for _, declared := range sortedKeys(c.cfg.Tools) {
+	for _, declared := range slices.Sorted(maps.Keys(c.cfg.Tools)) {
 		if served[declared] == nil {
-			return fmt.Errorf("MCP server %s: the file declares tool %q, which the server does not serve (it serves %s)", c.name, declared, strings.Join(sortedKeys(served), ", "))
+			return fmt.Errorf("MCP server %s: the file declares tool %q, which the server does not serve (it serves %s)", c.name, declared, strings.Join(slices.Sorted(maps.Keys(served)), ", "))
 		}
 	}
 	var lists []Listing
