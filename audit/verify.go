@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 // verify checks one token: its signature with the policy's key for its
@@ -65,8 +64,7 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 		return c, fmt.Errorf("the token signs %q but came as %q", c.Action, t.action)
 	}
 	if t.action == signed.ActionStart {
-		sum := sha256.Sum256([]byte(a.goal))
-		if c.GoalDigest != hex.EncodeToString(sum[:]) {
+		if c.GoalDigest != workflows.GoalDigest(a.goal) {
 			return c, errors.New("the token signs another goal (goal_digest is not the SHA-256 of this run's goal)")
 		}
 	}

@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -47,12 +45,11 @@ func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, 
 		c.EditedDigest = d
 	}
 	if len(in.Data) > 0 {
-		canon, err := tool.Canonical(in.Data)
+		d, err := workflows.DataDigest(in.Data)
 		if err != nil {
 			return "", refused(ErrRefusedInput, fmt.Sprintf("data: %v", err))
 		}
-		sum := sha256.Sum256(canon)
-		c.DataDigest = hex.EncodeToString(sum[:])
+		c.DataDigest = d
 	}
 	tok, err := signed.Sign(who.Key, c)
 	if err != nil {
@@ -67,8 +64,7 @@ func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, 
 // from now; start the run within that time.
 func SignStart(in *workflows.RunInput, id, approver string, key ed25519.PrivateKey, validFor time.Duration) error {
 	c := claims(approver, id, signed.ActionStart, validFor)
-	sum := sha256.Sum256([]byte(in.Goal))
-	c.GoalDigest = hex.EncodeToString(sum[:])
+	c.GoalDigest = workflows.GoalDigest(in.Goal)
 	tok, err := signed.Sign(key, c)
 	if err != nil {
 		return fmt.Errorf("signing the start as %s: %w", approver, err)

@@ -106,6 +106,22 @@ var (
 	openDirs = map[string]bool{}
 )
 
+// namespace is the namespace to serve (DefaultNamespace if unset).
+func (o Options) namespace() string {
+	if o.Namespace == "" {
+		return DefaultNamespace
+	}
+	return o.Namespace
+}
+
+// boundStart bounds a start by startTimeout when ctx has no deadline.
+func boundStart(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, startTimeout)
+}
+
 // Start starts the server and returns once its frontend serves the namespace
 // and the search attributes are registered. ctx bounds the start (2 minutes
 // when it has no deadline); it does not stop the server later: call Stop.
@@ -124,15 +140,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		// The sqlite plugin builds a "file:<path>?..." URI without escaping.
 		return nil, fmt.Errorf("devserver: data dir %q must not contain '?' or '#'", dir)
 	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-	}
+	ns := opts.namespace()
+	ctx, cancel := boundStart(ctx)
+	defer cancel()
 
 	// 0700: the database holds every run's history (arguments, results,
 	// approvals), for the user who runs the server only.

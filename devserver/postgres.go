@@ -272,15 +272,9 @@ func startPostgres(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-	}
+	ns := opts.namespace()
+	ctx, cancel := boundStart(ctx)
+	defer cancel()
 	s := &Server{namespace: ns, pg: p, logger: newServerLogger(opts.Logger)}
 	ok := false
 	defer func() {

@@ -2,8 +2,6 @@ package workflows
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +48,7 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	if err == nil {
 		err = r.checkTarget(c, signed.ActionStart)
 	}
-	if err == nil && c.GoalDigest != goalDigest(r.in.Goal) {
+	if err == nil && c.GoalDigest != GoalDigest(r.in.Goal) {
 		err = errors.New("the token signs another goal (its goal_digest is not the SHA-256 of this goal)")
 	}
 	if err != nil {
@@ -60,10 +58,18 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	return nil
 }
 
-// goalDigest is the hex SHA-256 of a goal, as a signed start names it.
-func goalDigest(goal string) string {
-	sum := sha256.Sum256([]byte(goal))
-	return hex.EncodeToString(sum[:])
+// GoalDigest is the hex SHA-256 of a goal, as a signed start names it
+// (goal_digest).
+func GoalDigest(goal string) string { return sha256Hex([]byte(goal)) }
+
+// DataDigest is the hex SHA-256 of the canonical JSON of an answer to a
+// tool's question, as a signed approval names it (data_digest).
+func DataDigest(data json.RawMessage) (string, error) {
+	canon, err := tool.Canonical(data)
+	if err != nil {
+		return "", err
+	}
+	return sha256Hex(canon), nil
 }
 
 // verifyToken checks a token's signature against the key the policy gives

@@ -318,17 +318,21 @@ func (f *fixture) continued() {
 		Return(workflows.ChainInfo{WorkflowType: workflows.WorkflowName, TaskQueue: "default-test-taskqueue"}, nil)
 }
 
-// updateOutcome is filled in when the workflow has handled an update.
-type updateOutcome struct {
+// outcome is filled in when the workflow has handled an update whose
+// result is a T.
+type outcome[T any] struct {
 	done   bool
-	result workflows.DecisionResult
+	result T
 	err    error
 }
 
-// update sends a decision as an update; the outcome is filled in once the
-// workflow has validated (and, if accepted, handled) it.
-func (f *fixture) update(name string, in any) *updateOutcome {
-	out := &updateOutcome{}
+// updateOutcome is the outcome of a decision sent as an update.
+type updateOutcome = outcome[workflows.DecisionResult]
+
+// sendUpdate sends an update; the outcome is filled in once the workflow has
+// validated (and, if accepted, handled) it.
+func sendUpdate[T any](f *fixture, name string, in any) *outcome[T] {
+	out := &outcome[T]{}
 	f.updates++
 	f.env.UpdateWorkflow(name, fmt.Sprintf("u-%d", f.updates), &testsuite.TestUpdateCallback{
 		OnAccept: func() {},
@@ -336,11 +340,16 @@ func (f *fixture) update(name string, in any) *updateOutcome {
 		OnComplete: func(v any, err error) {
 			out.done, out.err = true, err
 			if err == nil {
-				out.result = v.(workflows.DecisionResult)
+				out.result = v.(T)
 			}
 		},
 	}, in)
 	return out
+}
+
+// update sends a decision as an update.
+func (f *fixture) update(name string, in any) *updateOutcome {
+	return sendUpdate[workflows.DecisionResult](f, name, in)
 }
 
 // statuses lists "call_id:tool:status" for each trace record, in order.

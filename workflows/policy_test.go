@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -252,10 +251,7 @@ func TestQuorumAndSelfApproval(t *testing.T) {
 	s := newSigners(t)
 	f := newFixture(t, withPolicy(s.policy))
 	var twice, self, no *updateOutcome
-	f.at(time.Minute, func() {
-		first := s.decide(f, "bob", signed.ActionApprove, "c-1", nil)
-		_ = first
-	})
+	f.at(time.Minute, func() { s.decide(f, "bob", signed.ActionApprove, "c-1", nil) })
 	f.at(2*time.Minute, func() {
 		twice = s.decide(f, "bob", signed.ActionApprove, "c-1", nil)
 		self = s.decide(f, "carol", signed.ActionApprove, "c-1", nil) // carol requested this run
@@ -374,27 +370,11 @@ func TestEditThenApprove(t *testing.T) {
 	require.Equal(t, "bob, carol", approved.Approver)
 }
 
-// grantOutcome is filled in when the workflow has handled a grant or revoke.
-type grantOutcome struct {
-	done   bool
-	result workflows.GrantResult
-	err    error
-}
+// grantOutcome is the outcome of a grant or revoke.
+type grantOutcome = outcome[workflows.GrantResult]
 
 func (f *fixture) grantUpdate(name string, tok string) *grantOutcome {
-	out := &grantOutcome{}
-	f.updates++
-	f.env.UpdateWorkflow(name, fmt.Sprintf("u-%d", f.updates), &testsuite.TestUpdateCallback{
-		OnAccept: func() {},
-		OnReject: func(err error) { out.done, out.err = true, err },
-		OnComplete: func(v any, err error) {
-			out.done, out.err = true, err
-			if err == nil {
-				out.result = v.(workflows.GrantResult)
-			}
-		},
-	}, workflows.TokenInput{Token: tok})
-	return out
+	return sendUpdate[workflows.GrantResult](f, name, workflows.TokenInput{Token: tok})
 }
 
 // A grant lets the next matching calls through for its uses and no more,

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/testsuite/testenv"
+
 	"github.com/toolgate/toolgate/testsuite/soak"
 )
 
@@ -34,7 +36,7 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := soak.Build(dir)
+	bin, err := testenv.BuildToolgate(dir) // the fault switches stay off: the soak kills workers from outside
 	if err != nil {
 		fail(err)
 	}

@@ -7,7 +7,8 @@
 // test is skipped and says why; with TOOLGATE_REQUIRE_POSTGRES=1 (as .ci/run
 // sets) it fails instead, so CI cannot skip the PostgreSQL suites silently.
 //
-// It imports testing: only test code may import it.
+// FreshDB and URL take a test; Create is the same database without one (the
+// soak uses it).
 package pgtest
 
 import (
@@ -69,26 +70,42 @@ func ping(raw string) error {
 // Temporal server makes next to it) are dropped when the test ends.
 func FreshDB(t testing.TB, prefix string) string {
 	t.Helper()
-	base := URL(t)
+	u, drop, err := Create(URL(t), prefix)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(drop)
+	return u
+}
+
+// Create creates an empty database (named tg_PREFIX_RANDOM) on the server of
+// base (a PostgreSQL URL) and returns its URL, and a function that drops it
+// and NAME_visibility (which the embedded Temporal server makes next to it).
+// It is FreshDB without a test, for the soak.
+func Create(base, prefix string) (string, func(), error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("PostgreSQL URL %s: %w", redact(base), err)
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "tg_" + strings.ToLower(prefix) + "_" + hex.EncodeToString(b[:])
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return "", nil, fmt.Errorf("open %s: %w", redact(base), err)
 	}
-	t.Cleanup(func() { _ = admin.Close() })
 	if _, err := admin.Exec(`CREATE DATABASE "` + name + `"`); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
+		_ = admin.Close()
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	t.Cleanup(func() {
+	drop := func() {
 		for _, db := range []string{name, name + "_visibility"} {
-			if _, err := admin.Exec(`DROP DATABASE IF EXISTS "` + db + `" WITH (FORCE)`); err != nil {
-				t.Logf("pgtest: drop database %s: %v", db, err)
-			}
+			_, _ = admin.Exec(`DROP DATABASE IF EXISTS "` + db + `" WITH (FORCE)`)
 		}
-	})
-	return WithDB(t, base, name)
+		_ = admin.Close()
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
 }
 
 // WithDB returns the URL raw with its database replaced by name.

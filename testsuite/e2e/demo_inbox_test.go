@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,15 +23,7 @@ func TestDemoCloseApprovedFromTheInbox(t *testing.T) {
 	bin := toolgateBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var out syncBuffer
-	demo := exec.CommandContext(ctx, bin, "demo", "--data", t.TempDir()) // stdin: /dev/null
-	demo.Env = childEnv()
-	demo.Stdout, demo.Stderr = &out, &out
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- demo.Wait() }()
+	out, done := startDemo(t, ctx, bin)
 
 	at := regexp.MustCompile(`approvals inbox at (http://127\.0\.0\.1:\d+)`)
 	var url string

@@ -20,15 +20,7 @@ func TestDemoWithoutATerminalWaitsForADecisionFromAnotherShell(t *testing.T) {
 	bin := toolgateBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var out syncBuffer
-	demo := exec.CommandContext(ctx, bin, "demo", "--data", t.TempDir()) // stdin: /dev/null
-	demo.Env = childEnv()
-	demo.Stdout, demo.Stderr = &out, &out
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- demo.Wait() }()
+	out, done := startDemo(t, ctx, bin)
 
 	approve := regexp.MustCompile(`toolgate (approve \S+ c-3 --as NAME --address \S+ --namespace \S+)`)
 	var printed []string
@@ -65,4 +57,20 @@ func TestDemoWithoutATerminalWaitsForADecisionFromAnotherShell(t *testing.T) {
 			t.Errorf("the demo's output has no %q; output:\n%s", want, out.String())
 		}
 	}
+}
+
+// startDemo starts `toolgate demo` on a fresh data directory with no
+// terminal (stdin /dev/null); done receives its exit.
+func startDemo(t *testing.T, ctx context.Context, bin string) (*syncBuffer, chan error) {
+	t.Helper()
+	out := &syncBuffer{}
+	demo := exec.CommandContext(ctx, bin, "demo", "--data", t.TempDir())
+	demo.Env = childEnv()
+	demo.Stdout, demo.Stderr = out, out
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- demo.Wait() }()
+	return out, done
 }

@@ -2,19 +2,15 @@ package soak
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/pgtest"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
@@ -84,50 +80,23 @@ func (p *proc) awaitReady(timeout time.Duration) (string, error) {
 	return "", fmt.Errorf("toolgate dev not ready after %v:\n%s", timeout, p.out.String())
 }
 
-// Build builds ./cmd/toolgate of the module in the current directory into
-// dir and returns the binary's path.
-func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "toolgate")
-	out, err := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, "./cmd/toolgate").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/toolgate: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // freshDatabases creates n empty databases on the server of base (a
-// PostgreSQL URL) and returns their URLs and a function that drops them
-// (with the _visibility database the embedded server makes next to each).
+// PostgreSQL URL) and returns their URLs and a function that drops them.
 func freshDatabases(base string, n int) ([]string, func(), error) {
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", base, err)
-	}
-	var names, urls []string
+	var urls []string
+	var drops []func()
 	drop := func() {
-		for _, name := range names {
-			for _, db := range []string{name, name + "_visibility"} {
-				_, _ = admin.Exec(`DROP DATABASE IF EXISTS "` + db + `" WITH (FORCE)`)
-			}
+		for _, d := range drops {
+			d()
 		}
-		_ = admin.Close()
 	}
 	for range n {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		name := "tg_soak_" + hex.EncodeToString(b[:])
-		if _, err := admin.ExecContext(context.Background(), `CREATE DATABASE "`+name+`"`); err != nil {
-			drop()
-			return nil, nil, fmt.Errorf("create database %s: %w", name, err)
-		}
-		names = append(names, name)
-		u, err := url.Parse(base)
+		u, d, err := pgtest.Create(base, "soak")
 		if err != nil {
 			drop()
 			return nil, nil, err
 		}
-		u.Path = "/" + name
-		urls = append(urls, u.String())
+		urls, drops = append(urls, u), append(drops, d)
 	}
 	return urls, drop, nil
 }
