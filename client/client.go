@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -31,6 +32,9 @@ import (
 type Client struct {
 	tc        sdkclient.Client
 	taskQueue string
+	// resultCheck is how often Result asks whether the run has closed
+	// while its long poll has not answered (resultCheckInterval).
+	resultCheck time.Duration
 }
 
 // Option configures a Client.
@@ -41,7 +45,7 @@ func WithTaskQueue(q string) Option { return func(c *Client) { c.taskQueue = q }
 
 // New returns a Client over tc.
 func New(tc sdkclient.Client, opts ...Option) *Client {
-	c := &Client{tc: tc, taskQueue: workflows.TaskQueue}
+	c := &Client{tc: tc, taskQueue: workflows.TaskQueue, resultCheck: resultCheckInterval}
 	for _, o := range opts {
 		o(c)
 	}
@@ -98,14 +102,6 @@ func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, op
 		return nil, fmt.Errorf("starting run %s: %w", id, err)
 	}
 	return run, nil
-}
-
-// Result waits for the run's result (following continue-as-new). A run that
-// refused its input ends with ErrRefusedInput.
-func (c *Client) Result(ctx context.Context, id string) (workflows.RunResult, error) {
-	var res workflows.RunResult
-	err := c.tc.GetWorkflow(ctx, id, "").Get(ctx, &res)
-	return res, c.classify(id, err)
 }
 
 // State is the run's state query: status, what it waits for (with each

@@ -99,3 +99,32 @@ func lastVersion(t *testing.T, dir string) string {
 	last := slices.MaxFunc(versions, func(a, b semver.Version) int { return a.Compare(b) })
 	return strings.TrimSuffix(last.String(), ".0")
 }
+
+// docker-compose.yml's server reads its queues as often as `toolgate dev`'s:
+// deploy/dynamicconfig/docker.yaml sets every setting that QueuePollRPS sets,
+// to the same value.
+func TestQueuePollRateAgreesWithCompose(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/dynamicconfig/docker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string][]struct {
+		Value any `yaml:"value"`
+	}
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range queuePollSettings {
+		var got []any
+		for key, vs := range file {
+			if strings.EqualFold(key, k.String()) {
+				for _, v := range vs {
+					got = append(got, v.Value)
+				}
+			}
+		}
+		if len(got) != 1 || got[0] != QueuePollRPS {
+			t.Errorf("deploy/dynamicconfig/docker.yaml: %s = %v, want one value %d (devserver.QueuePollRPS)", k, got, QueuePollRPS)
+		}
+	}
+}

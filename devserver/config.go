@@ -13,10 +13,46 @@ import (
 
 const clusterName = "active"
 
+// QueuePollRPS is how many times a second each history shard may read a
+// task queue of its own (transfer, timer, visibility) on toolgate's server.
+// The stock server allows 20 (see StockQueuePolling).
+//
+// A history shard hands a new workflow task to matching only after its
+// transfer queue reader has read the task back from the database, and the
+// reader waits on a per-shard rate limiter before every read. A sequential
+// run needs one read per call (the workflow task that follows each
+// activity), so at the stock 20 reads a second every call after the
+// limiter's first burst waits for its 50 ms slot: one run does 20 calls a
+// second however fast the rest is. The limit protects a database shared by
+// hundreds of shards; toolgate's server has one shard on SQLite (four on
+// PostgreSQL) and one user, and each read takes every task that is ready,
+// so a higher limit costs a read per call and nothing else. BENCHMARKS.md
+// ("Where a call's time went") has the measurements.
+const QueuePollRPS = 1000
+
+// queuePollSettings are the dynamic config keys QueuePollRPS sets.
+var queuePollSettings = []dynamicconfig.Key{
+	dynamicconfig.TransferProcessorMaxPollRPS.Key(),
+	dynamicconfig.TimerProcessorMaxPollRPS.Key(),
+	dynamicconfig.VisibilityProcessorMaxPollRPS.Key(),
+}
+
+// StockQueuePolling is the stock server's queue poll rate (20 reads a second
+// per shard) as Options.DynamicConfig: the baseline that benchmarks start a
+// server with to measure what QueuePollRPS changes.
+func StockQueuePolling() map[string]any {
+	m := map[string]any{}
+	for _, k := range queuePollSettings {
+		m[k.String()] = 20
+	}
+	return m
+}
+
 // dynamicConfig is the server's dynamic config: the defaults, plus what a dev
-// box and toolgate's tests need.
-func dynamicConfig() dynamicconfig.StaticClient {
-	return dynamicconfig.StaticClient{
+// box and toolgate's tests need, then the caller's overrides (keys as in a
+// Temporal dynamic config file, case-insensitive).
+func dynamicConfig(overrides map[string]any) dynamicconfig.StaticClient {
+	dc := dynamicconfig.StaticClient{
 		// Workflow update (toolgate's approve/reject updates). Both are on by
 		// default in v1.32; set so that a default flip cannot break toolgate.
 		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key():              true,
@@ -40,6 +76,13 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.HistoryScannerEnabled.Key():         false,
 		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
 	}
+	for _, k := range queuePollSettings {
+		dc[k] = QueuePollRPS
+	}
+	for k, v := range overrides {
+		dc[dynamicconfig.MakeKey(k)] = v
+	}
+	return dc
 }
 
 // endpoint is where the frontend listens and how clients reach it.

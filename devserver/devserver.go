@@ -33,6 +33,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/primitives/timestamp"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
@@ -80,6 +81,15 @@ type Options struct {
 	// Those already registered with the same type are left alone; one
 	// registered with another type is an error.
 	SearchAttributes map[string]enumspb.IndexedValueType
+	// DynamicConfig overrides settings of the server's dynamic config, keyed
+	// as in a Temporal dynamic config file (for example
+	// "history.transferProcessorMaxPollRPS": 20), with values of the
+	// setting's type (int, bool, string, float64, time.Duration). nil keeps
+	// toolgate's settings (see QueuePollRPS).
+	DynamicConfig map[string]any
+	// Metrics receives the server's own metrics (persistence requests and
+	// their latency, task queue latencies …); nil records none.
+	Metrics metrics.Handler
 }
 
 // Server is a running in-process Temporal server.
@@ -228,14 +238,18 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	if err != nil {
 		return fmt.Errorf("devserver: claim mapper: %w", err)
 	}
-	srv, err := temporal.NewServer(
+	serverOpts := []temporal.ServerOption{
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
-	)
+		temporal.WithDynamicConfigClient(dynamicConfig(opts.DynamicConfig)),
+	}
+	if opts.Metrics != nil {
+		serverOpts = append(serverOpts, temporal.WithCustomMetricsHandler(opts.Metrics))
+	}
+	srv, err := temporal.NewServer(serverOpts...)
 	if err != nil {
 		return fmt.Errorf("devserver: create server: %w", err)
 	}
