@@ -8,10 +8,10 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 )
 
-// Start registers everything on a new worker for taskQueue and starts it.
-// Stop the returned worker when done.
+// Start registers everything on a new worker for taskQueue, with o's
+// interceptors, and starts it. Stop the returned worker when done.
 func Start(c client.Client, taskQueue string, o Options) (sdkworker.Worker, error) {
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{Interceptors: o.Interceptors})
 	if err := Register(w, o); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
@@ -46,6 +47,12 @@ type Options struct {
 	// approver it declares; without one, approvals are unauthenticated.
 	// Runs are held to the policy of the worker they started on.
 	Policy *policy.Policy
+	// Interceptors are the worker interceptors Start gives the worker, e.g.
+	// tracing.Interceptors: the SDK's OpenTelemetry interceptor and
+	// toolgate's step spans. They are not part of what runs are held to; a
+	// worker you make yourself and Register on takes them in its own
+	// options (the SDK's worker.Options.Interceptors).
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Config is what runs started on this worker are held to.

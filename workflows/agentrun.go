@@ -227,7 +227,7 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 			r.errText = fmt.Sprintf("the planner gave no answer within max_turns (%d steps) of turn %d", r.in.MaxTurns, r.Turn)
 			return r.finish(ctx, StatusFailed)
 		}
-		decision, err := r.plan(ctx)
+		decision, err := r.planStep(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return RunResult{}, ctx.Err()

@@ -39,7 +39,9 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 	// 1. Gate: a destructive call goes on only with a "yes" for this exact call.
 	// (An approver may have edited the arguments: c then holds the edited ones.)
 	proposed := c.Args
+	span, since := r.callStep(ctx, SpanGate, c, AttrDestructive.Bool(spec.Destructive)), r.TraceSeq
 	approval, stop := r.gateStep(ctx, &c, spec)
+	r.endGate(ctx, span, c, since, approval, stop)
 	if stop != nil {
 		return *stop
 	}
@@ -58,7 +60,10 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 	// calls skip it both ways: never served from it, never stored in it.
 	key, _ := tool.Key(c.Tool, c.Args) // c.Args is already canonical: check passed
 	if !spec.Destructive {
-		if res, ok := r.memo.get(key); ok {
+		span := r.callStep(ctx, SpanMemo, c)
+		res, ok := r.memo.get(key)
+		span.end(ctx, "", AttrMemo.String(hitOrMiss(ok)))
+		if ok {
 			r.record(c, TraceRecord{Status: TraceCacheHit, Result: res})
 			return outcome{Status: TraceCacheHit, Result: res}
 		}
@@ -85,7 +90,9 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 		fb := r.newCall(spec.Fallback, c.Args)
 		r.record(c, TraceRecord{Status: TraceFallback, Error: errorText(err), Attempts: attempts,
 			Reason: fmt.Sprintf("falling back to %s as %s", fb.Tool, fb.ID)})
+		span := r.callStep(ctx, SpanFallback, c, AttrFallbackFrom.String(c.Tool), AttrFallbackTo.String(fb.Tool), AttrFallbackCallID.String(fb.ID))
 		out := r.execute(ctx, fb, depth+1)
+		span.end(ctx, errIf(out.Status == TraceError, out.Error), AttrFallbackStatus.String(out.Status))
 		out.Error = joinErrors(fmt.Sprintf("%s failed after %d attempts (%s); answered by fallback %s (%s)",
 			c.Tool, attempts, errorText(err), fb.Tool, fb.ID), out.Error)
 		return out
@@ -149,7 +156,9 @@ const maxInterruptRounds = 3
 // non-nil outcome means a human decision (or its absence) ended the call.
 func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval) (tool.Response, *tool.Approval, *outcome, error) {
 	for round := 1; ; round++ {
+		span := r.callStep(ctx, SpanRun, c, AttrRunRound.Int(round), AttrRunLocal.Bool(spec.Local))
 		resp, err := r.activity(ctx, c, spec, approval, round)
+		endRun(ctx, span, spec, resp, err)
 		msg, isInterrupt := interruptMessage(err)
 		if !isInterrupt {
 			return resp, approval, nil, err

@@ -110,7 +110,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo *workerOptions, 
 	if s.mcp != nil {
 		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
 	}
-	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
+	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.SearchAttributes = true
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
@@ -133,12 +133,12 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
 	ibf := addInboxFlags(fs, "inbox-")
 	sv := servingFlags(fs)
-	m, err := c.parseServing(fs, args, sv)
+	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics(m)
-	wo, err := sv.workerOptions()
+	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
+	wo, err := sv.workerOptions(tel)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		wp = nil
 	}
 	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		wp, m.Handler())
+		wp, tel.handler())
 	if err != nil {
 		return err
 	}
@@ -180,17 +180,17 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	data := dataFlag(fs)
 	searchAttrs := fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current")
 	sv := servingFlags(fs)
-	m, err := c.parseServing(fs, args, sv)
+	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics(m)
-	cl, err := c.dialWith(ctx, cn, m.Handler())
+	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
+	cl, err := c.dialWith(ctx, cn, tel.handler())
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	wo, err := sv.workerOptions()
+	wo, err := sv.workerOptions(tel)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	if mt != nil {
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
-	opts.AllowAutoApprove, opts.Policy = wo.allowAuto, wo.policy
+	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.SearchAttributes = *searchAttrs
 	w, err := worker.Start(cl, *tq, opts)
 	if err != nil {

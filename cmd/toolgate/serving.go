@@ -2,43 +2,55 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/worker"
 )
 
 // serving holds the flags dev and worker share.
 type serving struct {
-	allowAuto   *bool
-	metricsAddr *string
-	policyFile  *string
-	mcpFile     *string
-	deskDB      *string
+	allowAuto    *bool
+	metricsAddr  *string
+	otlpEndpoint *string
+	otlpInsecure *bool
+	policyFile   *string
+	mcpFile      *string
+	deskDB       *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
 	return serving{
 		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
-		policyFile:  fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
-		mcpFile:     mcpFlag(fs),
-		deskDB:      fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
+		otlpEndpoint: fs.String("otlp-endpoint", "", "export the worker's OpenTelemetry traces (the SDK's spans and toolgate's plan, gate, memo, run, fallback) "+
+			"to the OTLP/gRPC collector at HOST:PORT, over TLS unless --otlp-insecure or given as http://HOST:PORT (empty: no tracing)"),
+		otlpInsecure: fs.Bool("otlp-insecure", false, "with --otlp-endpoint: connect to the collector in plaintext, without TLS"),
+		policyFile:   fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
+		mcpFile:      mcpFlag(fs),
+		deskDB:       fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 	}
 }
 
 // workerOptions are the worker's switches that dev, worker and demo set from flags.
 type workerOptions struct {
-	allowAuto bool
-	policy    *policy.Policy
-	mcpFile   string // an --mcp file: its servers' tools join the worker's
-	deskDB    string // "" for the SQLite file under the data directory
+	allowAuto    bool
+	policy       *policy.Policy
+	mcpFile      string                          // an --mcp file: its servers' tools join the worker's
+	deskDB       string                          // "" for the SQLite file under the data directory
+	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
 }
 
-func (sv serving) workerOptions() (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB}
+func (sv serving) workerOptions(tel *telemetry) (workerOptions, error) {
+	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB, interceptors: tel.interceptors}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {
@@ -49,13 +61,69 @@ func (sv serving) workerOptions() (workerOptions, error) {
 	return wo, nil
 }
 
-// parseServing parses args and starts the metrics endpoint if one was asked
-// for (nil otherwise); stop it with stopMetrics.
-func (c *cli) parseServing(fs *flag.FlagSet, args []string, sv serving) (*worker.Prometheus, error) {
+// telemetry is where a worker reports: a Prometheus endpoint (metrics) and
+// an OTLP collector (traces, through interceptors), each if asked for.
+type telemetry struct {
+	metrics      *worker.Prometheus
+	traces       *sdktrace.TracerProvider
+	interceptors []interceptor.WorkerInterceptor
+}
+
+// parseServing parses args and starts what the flags ask for: the metrics
+// endpoint, the OTLP exporter. Stop them with stop once the worker has stopped.
+func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string, sv serving) (*telemetry, error) {
 	if _, err := parse(fs, args); err != nil {
 		return nil, err
 	}
-	return c.startMetrics(*sv.metricsAddr)
+	if *sv.otlpInsecure && *sv.otlpEndpoint == "" {
+		return nil, errors.New("--otlp-insecure needs --otlp-endpoint")
+	}
+	m, err := c.startMetrics(*sv.metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	tel := &telemetry{metrics: m}
+	if *sv.otlpEndpoint != "" {
+		if err := c.startTracing(ctx, tel, *sv.otlpEndpoint, *sv.otlpInsecure); err != nil {
+			tel.stop()
+			return nil, err
+		}
+	}
+	return tel, nil
+}
+
+// startTracing exports traces to the collector at endpoint and says where.
+func (c *cli) startTracing(ctx context.Context, tel *telemetry, endpoint string, insecure bool) error {
+	tp, err := tracing.OTLP(ctx, endpoint, insecure)
+	if err != nil {
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	ics, err := tracing.Interceptors(tp)
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return err
+	}
+	tel.traces, tel.interceptors = tp, ics
+	hostport, plain, _ := tracing.Target(endpoint, insecure) // OTLP checked it
+	how := "TLS"
+	if plain {
+		how = "plaintext"
+	}
+	fmt.Fprintf(c.stdout, "traces to %s (OTLP/gRPC, %s)\n", hostport, how)
+	return nil
+}
+
+// handler is the SDK metrics handler of the worker's client (nil: none).
+func (tel *telemetry) handler() client.MetricsHandler { return tel.metrics.Handler() }
+
+// stop sends the spans still queued and stops serving metrics.
+func (tel *telemetry) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if tel.traces != nil {
+		_ = tel.traces.Shutdown(ctx)
+	}
+	_ = tel.metrics.Stop(ctx)
 }
 
 // startMetrics serves Prometheus metrics at addr and says where; "" serves
@@ -70,10 +138,4 @@ func (c *cli) startMetrics(addr string) (*worker.Prometheus, error) {
 	}
 	fmt.Fprintf(c.stdout, "metrics at %s\n", m.URL())
 	return m, nil
-}
-
-func stopMetrics(m *worker.Prometheus) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = m.Stop(ctx)
 }

@@ -1,0 +1,82 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// ServiceName is the service.name of the spans OTLP exports, unless
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name another.
+const ServiceName = "toolgate"
+
+// OTLP returns a TracerProvider that exports spans in batches to the
+// OTLP/gRPC collector at endpoint: "host:port" (TLS with the host's root
+// certificates, or plaintext when insecure), "http://host:port" (plaintext)
+// or "https://host:port" (TLS). It does not connect until it exports, and a
+// collector that is down costs spans, never a workflow task: spans are
+// queued, and dropped when the queue is full.
+//
+// The OTEL_EXPORTER_OTLP_* environment variables (headers, certificate,
+// timeout, compression) apply too; endpoint and insecure win over theirs.
+// Call Shutdown once the worker has stopped: it sends the spans still queued.
+func OTLP(ctx context.Context, endpoint string, insecure bool) (*sdktrace.TracerProvider, error) {
+	hostport, plain, err := Target(endpoint, insecure)
+	if err != nil {
+		return nil, err
+	}
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(hostport)}
+	if plain {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter for %s: %w", endpoint, err)
+	}
+	// Later options win: the environment may rename the service.
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", ServiceName)),
+		resource.WithTelemetrySDK(), resource.WithFromEnv())
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, fmt.Errorf("OTLP resource: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// Target reads an OTLP/gRPC endpoint as OTLP does: the collector's host:port,
+// and whether to connect in plaintext (insecure, or an http:// endpoint).
+func Target(endpoint string, insecure bool) (hostport string, plain bool, err error) {
+	hostport, plain = endpoint, insecure
+	if scheme, rest, ok := strings.Cut(endpoint, "://"); ok {
+		switch scheme {
+		case "http":
+			plain = true
+		case "https":
+			if insecure {
+				return "", false, fmt.Errorf("OTLP endpoint %q: https:// asks for TLS, insecure for plaintext: say one", endpoint)
+			}
+		default:
+			return "", false, fmt.Errorf("OTLP endpoint %q: scheme %q: want host:port, http://host:port or https://host:port", endpoint, scheme)
+		}
+		hostport = strings.TrimSuffix(rest, "/")
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	if n, perr := strconv.Atoi(port); err == nil && (perr != nil || n < 1 || n > 65535) {
+		err = fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("OTLP endpoint %q: want host:port (the collector's gRPC port, usually 4317): %w", endpoint, err)
+	}
+	return hostport, plain, nil
+}
