@@ -51,6 +51,7 @@ func TestPositionsOfARealRun(t *testing.T) {
 		s := p.Summary
 		require.Equal(t, [2]int{1, 2}, [2]int{s.First.From, s.First.To}, "fewer than 100 calls: the first and the last half, not overlapping")
 		require.Equal(t, [2]int{4, 5}, [2]int{s.Last.From, s.Last.To})
+		require.Equal(t, [2]int{1, 5}, [2]int{s.Head.From, s.Head.To}, "the first 10, or fewer")
 		require.Len(t, s.All.P50, len(PartNames))
 		t.Logf("%s: per call p50 %v; first %v, last %v", wf, s.All.P50Total, s.First.P50Total, s.Last.P50Total)
 	}
@@ -131,7 +132,8 @@ func TestLatencyTablesAndVerdicts(t *testing.T) {
 	var buf bytes.Buffer
 	r.Table(&buf)
 	out := buf.String()
-	require.Contains(t, out, "| AgentRun, 1000 calls (1 run, 30s, 33.3 calls/s) | first 50 |")
+	require.Contains(t, out, "| AgentRun, 1000 calls (1 run, 30s, 33.3 calls/s) | first 10 |")
+	require.Contains(t, out, "|  | first 50 |")
 	require.Contains(t, out, "7. The approval round trip")
 	require.Contains(t, out, "| 200 | 5000 calls/s")
 	require.Contains(t, out, "missed by 5.50×")

@@ -212,6 +212,9 @@ func WindowOf(calls []CallTiming, from, to int) Window {
 // PositionSummary compares a run's first calls with its last ones.
 type PositionSummary struct {
 	First, Last, All Window
+	// Head is the first 10 calls (or fewer): a change within the first 50
+	// calls, which First would hide, shows there.
+	Head Window
 	// Growth is Last.P50Total / First.P50Total: 1 when a call's cost does
 	// not depend on its position.
 	Growth float64
@@ -229,6 +232,7 @@ func Summarize(calls []CallTiming) PositionSummary {
 		n = len(calls)
 	}
 	s.First, s.Last, s.All = WindowOf(calls, 1, n), WindowOf(calls, len(calls)-n+1, len(calls)), WindowOf(calls, 1, len(calls))
+	s.Head = WindowOf(calls, 1, min(10, len(calls)))
 	if s.First.P50Total > 0 {
 		s.Growth = float64(s.Last.P50Total) / float64(s.First.P50Total)
 	}

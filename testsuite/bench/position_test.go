@@ -142,6 +142,7 @@ func TestPositionsSynthetic(t *testing.T) {
 	require.InDelta(t, 6.0/11, sum.Growth, 1e-9)
 	require.Equal(t, []time.Duration{2 * ms, 5 * ms, 0, 10 * ms, 2 * ms}, sum.First.P99)
 	require.Equal(t, 4, sum.All.Calls())
+	require.Equal(t, 4, sum.Head.Calls(), "the first 10, or fewer")
 }
 
 func TestPercentile(t *testing.T) {

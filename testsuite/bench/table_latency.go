@@ -51,7 +51,7 @@ func (r *Report) positionVerdicts() []Verdict {
 		return []Verdict{growth, call, vsBare}
 	}
 	s := agent.Summary
-	growth.Figure = fmt.Sprintf("AgentRun, %d calls: %.2fx (%s → %s)", agent.Calls, s.Growth, dur(s.First.P50Total), dur(s.Last.P50Total))
+	growth.Figure = fmt.Sprintf("AgentRun, %d calls: %.2fx (%s → %s; the first %d: %s)", agent.Calls, s.Growth, dur(s.First.P50Total), dur(s.Last.P50Total), s.Head.Calls(), dur(s.Head.P50Total))
 	if okBare {
 		growth.Figure += fmt.Sprintf("; bare: %.2fx", bare.Summary.Growth)
 	}
@@ -76,7 +76,7 @@ func (r *Report) tablePositions(p printer) {
 	if r.Config.PositionLimit > 0 {
 		limit = fmt.Sprint(r.Config.PositionLimit)
 	}
-	p("6. Latency by position: sequential echo calls (regular activities, distinct arguments), from the server's event times. A call runs from its ActivityTaskScheduled to the WorkflowTaskCompleted of the task that received its result (in a sequential run: the gap to the next call's ActivityTaskScheduled); its five parts add up to it. Cells: p50 / p99 (nearest rank). AgentRun's history_limit: %s; continue-as-new boundaries belong to no call.", limit)
+	p("6. Latency by position: sequential echo calls (regular activities, distinct arguments), from the server's event times. A call runs from its ActivityTaskScheduled to the WorkflowTaskCompleted of the task that received its result (in a sequential run: the gap to the next call's ActivityTaskScheduled); its five parts add up to it. Cells: p50 / p99 (nearest rank); the first 10 calls are shown apart, so that a change within the first 50 shows. AgentRun's history_limit: %s (it also continues as new when Temporal suggests it); continue-as-new boundaries belong to no call.", limit)
 	p("")
 	head := "| run | calls | per call |"
 	line := "|---|---|---:|"
@@ -89,11 +89,11 @@ func (r *Report) tablePositions(p printer) {
 	for _, run := range r.Positions {
 		s := run.Summary
 		name := fmt.Sprintf("%s, %d calls (%d run%s, %v, %.1f calls/s)", run.Workflow, run.Calls, run.Runs(), plural(run.Runs()), run.Elapsed.Round(100*time.Millisecond), run.CallsPerSecond())
-		for i, w := range []Window{s.First, s.Last, s.All} {
+		for i, w := range []Window{s.Head, s.First, s.Last, s.All} {
 			label := fmt.Sprintf("first %d", w.Calls())
-			if i == 1 {
+			if i == 2 {
 				label = fmt.Sprintf("last %d", w.Calls())
-			} else if i == 2 {
+			} else if i == 3 {
 				label = "all"
 			}
 			row := fmt.Sprintf("| %s | %s | %s / %s |", name, label, ms2(w.P50Total), ms2(w.P99Total))
