@@ -3,7 +3,15 @@
 // table (BENCHMARKS.md explains every figure):
 //
 //	go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--parallel P] [--mixed] [--hits N] [--reruns N]
-//	                            [--session LIST] [--history-limit N] [--replays N] [--data DIR] [--json FILE] [--quiet]
+//	                            [--session LIST] [--history-limit N] [--replays N]
+//	                            [--positions LIST] [--positions-history-limit N] [--approvals M]
+//	                            [--langgraph] [--langgraph-calls LIST] [--langgraph-dir DIR]
+//	                            [--only SECTIONS] [--data DIR] [--json FILE] [--quiet]
+//
+// --langgraph adds the side by side with LangGraph.js: it installs the Node
+// harness of testsuite/bench/langgraph with `npm ci` into --langgraph-dir
+// (outside the repository) the first time, and skips LangGraph.js with a
+// message where Node.js is missing.
 //
 // It is a command of its own so that the toolgate binary links none of the
 // benchmark suite (testsuite/bench).
@@ -18,6 +26,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/toolgate/toolgate/testsuite/bench"
@@ -47,6 +57,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sessions := fs.String("session", "1000", "long sessions to run, comma-separated: N calls of echo, or N:local for echo_local (\"none\": skip)")
 	limit := fs.Int("history-limit", 4000, "history_limit of the sessions")
 	replays := fs.Int("replays", 3, "replays of each session run")
+	positions := fs.String("positions", "200", "latency by position: calls per run, comma-separated (one AgentRun and one bare run each; e.g. 200,1000; \"none\": skip)")
+	positionLimit := fs.Int("positions-history-limit", 0, "history_limit of the AgentRuns measured by position (0: the workflow's default, 8000)")
+	approvals := fs.Int("approvals", 20, "approval round trips to measure (0: skip)")
+	langgraph := fs.Bool("langgraph", false, "add the side by side with LangGraph.js (installs its harness with npm ci the first time; needs Node.js)")
+	langgraphCalls := fs.String("langgraph-calls", "200,1000,3000", "calls per run of the side by side, comma-separated")
+	langgraphDir := fs.String("langgraph-dir", bench.LangGraphDir(), "where the LangGraph.js harness is installed ($TOOLGATE_LANGGRAPH_DIR)")
+	only := fs.String("only", "", "measure only these sections, comma-separated: "+strings.Join(bench.AllSections, ", ")+" (default: all but langgraph; --langgraph adds it)")
 	data := fs.String("data", "", "data directory of the embedded server (default: a temporary directory, removed afterwards)")
 	jsonOut := fs.String("json", "", "also write the raw figures as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -60,6 +77,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	pos, err := bench.ParseSizes(*positions)
+	if err != nil {
+		return fmt.Errorf("--positions: %w", err)
+	}
+	lgCalls, err := bench.ParseSizes(*langgraphCalls)
+	if err != nil {
+		return fmt.Errorf("--langgraph-calls: %w", err)
+	}
+	sections := slices.Clone(bench.DefaultSections)
+	if *only != "" {
+		if sections, err = bench.ParseSections(*only); err != nil {
+			return fmt.Errorf("--only: %w", err)
+		}
+	}
+	if *langgraph && !slices.Contains(sections, bench.SectionLangGraph) {
+		sections = append(sections, bench.SectionLangGraph)
+	}
+	sections = slices.DeleteFunc(sections, func(s string) bool {
+		return (s == bench.SectionPositions && len(pos) == 0) || (s == bench.SectionApprovals && *approvals <= 0) ||
+			(s == bench.SectionLangGraph && len(lgCalls) == 0)
+	})
 	var progress io.Writer = stderr
 	if *quiet {
 		progress = nil
@@ -71,7 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer env.Stop()
 	report, err := bench.Run(ctx, env, bench.Config{Calls: *calls, Rounds: *rounds, Parallel: *parallel, Mixed: *mixed, Hits: *hits,
-		Reruns: *reruns, Sessions: ss, HistoryLimit: *limit, Replays: *replays, Log: progress})
+		Reruns: *reruns, Sessions: ss, HistoryLimit: *limit, Replays: *replays, Sections: sections, Positions: pos, PositionLimit: *positionLimit,
+		Approvals: *approvals, SideBySide: lgCalls, LangGraphDir: *langgraphDir, Log: progress})
 	if err != nil {
 		return err
 	}

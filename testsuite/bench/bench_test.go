@@ -225,15 +225,48 @@ func TestTableAndVerdicts(t *testing.T) {
 		Replay: []time.Duration{2 * time.Second}, Elapsed: time.Second}}
 	r.Key = KeyCost{Key: []Cost{{NsPerOp: 100}}, Marshal: []Cost{{NsPerOp: 200}}, RoundTrip: []Cost{{NsPerOp: 400}}}
 	v := r.Verdicts()
-	require.Len(t, v, 4)
+	require.Len(t, v, 8)
 	require.True(t, v[0].Met)              // memo hit: 0 events
 	require.False(t, v[1].Met)             // ratio 0.925 < 0.95
 	require.True(t, v[2].Ran && !v[2].Met) // 10008 events, 2 s replay
 	require.True(t, v[3].Met)              // 0.5x
+	for _, v := range v[4:] {              // positions and approvals: nothing measured
+		require.False(t, v.Ran, v.Target)
+		require.Equal(t, "not run", v.Text())
+	}
 	var buf bytes.Buffer
 	r.Table(&buf)
 	require.Contains(t, buf.String(), "| 10000 | echo_local | 1 | 10008 (10008) |")
 	require.Contains(t, buf.String(), "MISSED")
+	require.Contains(t, buf.String(), "6. Latency by position")
+	require.NotContains(t, buf.String(), "8. Side by side", "not a default section")
+
+	// Only the sections asked for are printed, with their verdicts.
+	r.Config.Sections = []string{SectionKey}
+	require.Len(t, r.Verdicts(), 1)
+	buf.Reset()
+	r.Table(&buf)
+	require.Contains(t, buf.String(), "5. The canonical memo key")
+	require.NotContains(t, buf.String(), "1. Calls per second")
+}
+
+func TestParseSizesAndSections(t *testing.T) {
+	n, err := ParseSizes("200, 1000")
+	require.NoError(t, err)
+	require.Equal(t, []int{200, 1000}, n)
+	n, err = ParseSizes("none")
+	require.NoError(t, err)
+	require.Empty(t, n)
+	_, err = ParseSizes("-3")
+	require.Error(t, err)
+	s, err := ParseSections("positions,langgraph")
+	require.NoError(t, err)
+	require.Equal(t, []string{SectionPositions, SectionLangGraph}, s)
+	s, err = ParseSections("all")
+	require.NoError(t, err)
+	require.Equal(t, AllSections, s)
+	_, err = ParseSections("speed")
+	require.Error(t, err)
 }
 
 // ---------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -30,7 +29,82 @@ type Config struct {
 	Replays      int // replays of each session run (default 3)
 	// KeyTime is the least time one key measurement runs (default 300ms).
 	KeyTime time.Duration
-	Log     io.Writer `json:"-"` // progress lines; nil: none
+	// Sections are the measurements to make (default DefaultSections).
+	Sections []string
+	// Positions are the sizes of the latency-by-position runs: for each, one
+	// AgentRun and one Bare run of that many sequential echo calls (default
+	// 200). PositionLimit is the AgentRun's history_limit there (0: the
+	// workflow's default, 8,000: a 1,000-call run stays one run).
+	Positions     []int
+	PositionLimit int
+	// Approvals is the number of approval round trips measured (default 20).
+	Approvals int
+	// SideBySide are the call counts of the side-by-side runs with
+	// LangGraph.js (default 200, 1,000 and 3,000); LangGraphDir is where its
+	// harness is installed (default LangGraphDir()).
+	SideBySide   []int
+	LangGraphDir string
+	Log          io.Writer `json:"-"` // progress lines; nil: none
+}
+
+// The sections of a suite run: 1 to 5 are the original table, 6 to 8 the
+// latency figures of issue #14.
+const (
+	SectionCalls      = "calls"     // 1. calls per second, AgentRun vs Bare
+	SectionEvents     = "events"    // 2. history events per call
+	SectionMemo       = "memo"      // 3. a repeated read
+	SectionSessions   = "sessions"  // 4. long sessions
+	SectionKey        = "key"       // 5. the canonical key
+	SectionPositions  = "positions" // 6. latency by position in a run
+	SectionApprovals  = "approvals" // 7. the approval round trip
+	SectionLangGraph  = "langgraph" // 8. side by side with LangGraph.js (installs its harness with npm)
+	defaultSizesCalls = "200,1000,3000"
+)
+
+// DefaultSections are the sections measured unless told otherwise: all but
+// the LangGraph.js side by side, which needs Node.js and an npm install.
+var DefaultSections = []string{SectionCalls, SectionEvents, SectionMemo, SectionSessions, SectionKey, SectionPositions, SectionApprovals}
+
+// AllSections are every section, in the order they run.
+var AllSections = append(slices.Clone(DefaultSections), SectionLangGraph)
+
+// Has says whether the configuration measures section s.
+func (c Config) Has(s string) bool { return slices.Contains(c.Sections, s) }
+
+// ParseSections reads "calls,positions" (or "all"), checking the names.
+func ParseSections(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "all" {
+		return slices.Clone(AllSections), nil
+	}
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(AllSections, f) {
+			return nil, fmt.Errorf("section %q: want one of %s, or all", f, strings.Join(AllSections, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// ParseSizes reads "200,1000" ("none" or "": no sizes).
+func ParseSizes(s string) ([]int, error) {
+	out := []int{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" || f == "none" || f == "0" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q: want a positive number of calls", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func (c Config) withDefaults() Config {
@@ -51,6 +125,19 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Sessions == nil {
 		c.Sessions = []Session{{Calls: 1000}}
+	}
+	if c.Sections == nil {
+		c.Sections = slices.Clone(DefaultSections)
+	}
+	if c.Positions == nil {
+		c.Positions = []int{200}
+	}
+	def(&c.Approvals, 20)
+	if c.SideBySide == nil {
+		c.SideBySide, _ = ParseSizes(defaultSizesCalls)
+	}
+	if c.LangGraphDir == "" {
+		c.LangGraphDir = LangGraphDir()
 	}
 	return c
 }
@@ -104,31 +191,59 @@ type Report struct {
 	Memo       MemoLatency
 	Sessions   []SessionResult
 	Key        KeyCost
+	Positions  []PositionRun
+	Approvals  Approvals
+	SideBySide SideBySide
 }
 
-// Run runs the whole suite on e.
+// Run runs the suite's sections on e, in the order of AllSections.
 func Run(ctx context.Context, e *Env, c Config) (*Report, error) {
 	c = c.withDefaults()
 	r := &Report{Config: c, Started: time.Now(), Machine: machine(e.DataDir)}
 	var err error
 	logf(c.Log, "load average: %s", r.Machine.LoadBefore)
-	if r.Throughput, err = MeasureThroughput(ctx, e, c.Calls, c.Rounds, c.Parallel, c.Mixed, c.Log); err != nil {
-		return nil, fmt.Errorf("calls per second: %w", err)
-	}
-	if r.Events, err = MeasureEvents(ctx, e, EventKinds, c.Log); err != nil {
-		return nil, fmt.Errorf("events per call: %w", err)
-	}
-	if r.Memo, err = MeasureMemoLatency(ctx, e, c.Hits, c.Reruns, c.Rounds, c.Log); err != nil {
-		return nil, fmt.Errorf("repeated read: %w", err)
-	}
-	for _, s := range c.Sessions {
-		res, err := MeasureSession(ctx, e, s, c.HistoryLimit, c.Replays, c.Log)
-		if err != nil {
-			return nil, fmt.Errorf("session %s: %w", s, err)
+	if c.Has(SectionCalls) {
+		if r.Throughput, err = MeasureThroughput(ctx, e, c.Calls, c.Rounds, c.Parallel, c.Mixed, c.Log); err != nil {
+			return nil, fmt.Errorf("calls per second: %w", err)
 		}
-		r.Sessions = append(r.Sessions, res)
 	}
-	r.Key = MeasureKey(c.Rounds, c.KeyTime, c.Log)
+	if c.Has(SectionEvents) {
+		if r.Events, err = MeasureEvents(ctx, e, EventKinds, c.Log); err != nil {
+			return nil, fmt.Errorf("events per call: %w", err)
+		}
+	}
+	if c.Has(SectionMemo) {
+		if r.Memo, err = MeasureMemoLatency(ctx, e, c.Hits, c.Reruns, c.Rounds, c.Log); err != nil {
+			return nil, fmt.Errorf("repeated read: %w", err)
+		}
+	}
+	if c.Has(SectionSessions) {
+		for _, s := range c.Sessions {
+			res, err := MeasureSession(ctx, e, s, c.HistoryLimit, c.Replays, c.Log)
+			if err != nil {
+				return nil, fmt.Errorf("session %s: %w", s, err)
+			}
+			r.Sessions = append(r.Sessions, res)
+		}
+	}
+	if c.Has(SectionKey) {
+		r.Key = MeasureKey(c.Rounds, c.KeyTime, c.Log)
+	}
+	if c.Has(SectionPositions) {
+		if r.Positions, err = MeasurePositions(ctx, e, c.Positions, c.PositionLimit, c.Log); err != nil {
+			return nil, fmt.Errorf("latency by position: %w", err)
+		}
+	}
+	if c.Has(SectionApprovals) {
+		if r.Approvals, err = MeasureApprovals(ctx, e, c.Approvals, c.Log); err != nil {
+			return nil, fmt.Errorf("approval round trip: %w", err)
+		}
+	}
+	if c.Has(SectionLangGraph) {
+		if r.SideBySide, err = MeasureSideBySide(ctx, e, c.SideBySide, c.HistoryLimit, c.LangGraphDir, c.Log); err != nil {
+			return nil, fmt.Errorf("side by side with LangGraph.js: %w", err)
+		}
+	}
 	r.Elapsed = time.Since(r.Started)
 	r.Machine.LoadAfter = loadavg()
 	return r, nil
@@ -180,207 +295,4 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// Targets from the issue.
-const (
-	TargetRatio     = 0.95
-	TargetRunEvents = 10000
-	TargetReplay    = time.Second
-	TargetKeyFactor = 2.0
-)
-
-// Verdict is one target's outcome.
-type Verdict struct {
-	Target string
-	Met    bool
-	Ran    bool
-	Figure string
-}
-
-// Verdicts checks the issue's targets against the figures.
-func (r *Report) Verdicts() []Verdict {
-	var out []Verdict
-	v := Verdict{Target: "a memo hit adds 0 history events and schedules 0 activities"}
-	for _, row := range r.Events {
-		if row.Kind.Repeat && !row.Kind.Bare {
-			v.Ran = true
-			v.Met = row.Delta == [2]int{0, 0} && row.Scheduled[0] == row.Scheduled[2]
-			v.Figure = fmt.Sprintf("+%d events, +%d activities scheduled per hit", row.PerCall(), row.Scheduled[2]-row.Scheduled[1])
-		}
-	}
-	out = append(out, v)
-	ratio := Median(r.Throughput.Ratio)
-	out = append(out, Verdict{Target: fmt.Sprintf("gated misses reach >= %.0f %% of bare calls/s", TargetRatio*100), Ran: len(r.Throughput.Ratio) > 0,
-		Met: ratio >= TargetRatio, Figure: fmt.Sprintf("%.1f %% (median ratio of %d rounds)", ratio*100, len(r.Throughput.Ratio))})
-	ran := false
-	for _, s := range r.Sessions {
-		if s.Calls < 10000 {
-			continue
-		}
-		ran = true
-		out = append(out, Verdict{
-			Target: fmt.Sprintf("every run of a %d-call session (%s) has < %d events; replaying one run takes < %v", s.Calls, s.Tool(), TargetRunEvents, TargetReplay),
-			Ran:    true, Met: s.MaxEvents() < TargetRunEvents && s.MaxReplay() < TargetReplay,
-			Figure: fmt.Sprintf("%d runs, max %d events/run, max replay %s", s.Runs(), s.MaxEvents(), dur(s.MaxReplay())),
-		})
-	}
-	if !ran {
-		out = append(out, Verdict{Target: fmt.Sprintf("every run of a 10,000-call session has < %d events; replaying one run takes < %v", TargetRunEvents, TargetReplay),
-			Figure: "not run (add --session 10000 or 10000:local)"})
-	}
-	k, m := MedianCost(r.Key.Key), MedianCost(r.Key.Marshal)
-	out = append(out, Verdict{Target: fmt.Sprintf("the canonical key costs <= %.0fx json.Marshal", TargetKeyFactor), Ran: len(r.Key.Key) > 0,
-		Met: k.NsPerOp <= TargetKeyFactor*m.NsPerOp, Figure: fmt.Sprintf("%.2fx (%.0f vs %.0f ns/op)", k.NsPerOp/m.NsPerOp, k.NsPerOp, m.NsPerOp)})
-	return out
-}
-
-// Table writes the report as Markdown tables.
-func (r *Report) Table(w io.Writer) {
-	c, m := r.Config, r.Machine
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("toolgate bench, %s (took %v)", r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second))
-	p("")
-	p("machine: %d CPUs (%s), %s RAM, %s, %s; load average before %s, after %s", m.CPUs, m.Model, m.MemTotal, m.OS, m.Go, m.LoadBefore, m.LoadAfter)
-	p("server: embedded go.temporal.io/server %s, SQLite file (WAL) under %s; one worker, go.temporal.io/sdk %s", m.Server, m.DataDir, m.SDK)
-	p("")
-
-	t := r.Throughput
-	if t.Mixed {
-		p("1. Calls per second, %d sequential calls per run, %d runs in flight, half of each side at the same time (per side: calls over its median run time); medians of %d rounds, ratio per round", t.Calls, t.Parallel, len(t.Ratio))
-	} else {
-		p("1. Calls per second, %d sequential calls per run, %d run(s) at a time per side (run time: first start to last close, server times); medians of %d rounds, ratio per round", t.Calls, t.Parallel, len(t.Ratio))
-	}
-	p("")
-	p("| | toolgate AgentRun (always_approve, all misses) | bare workflow, same activities | toolgate / bare (min–max) |")
-	p("|---|---:|---:|---:|")
-	if len(t.Ratio) > 0 {
-		p("| calls per second | %.1f | %.1f | %.3f (%.3f–%.3f) |", Median(t.Agent), Median(t.Bare), Median(t.Ratio), minOf(t.Ratio), maxOf(t.Ratio))
-		at, bt := Median(t.AgentTask), Median(t.BareTask)
-		p("| workflow-task time per call | %s | %s | +%s per call |", dur(at), dur(bt), dur(at-bt))
-	}
-	p("")
-
-	p("2. History events added per call (exact counts from real histories of runs with 1, 2 and 3 calls)")
-	p("")
-	p("| call | events, 1/2/3 calls | added per call | activities scheduled per call | the added events |")
-	p("|---|---:|---:|---:|---|")
-	for _, row := range r.Events {
-		p("| %s | %d / %d / %d | %s | %d | %s |", row.Kind.Name, row.Events[0], row.Events[1], row.Events[2],
-			deltaText(row.Delta), row.Scheduled[2]-row.Scheduled[1], byTypeText(row.ByType))
-	}
-	p("")
-
-	mm := r.Memo
-	p("3. A repeated read, per call (medians of %d rounds; %d hits, %d re-runs per run; hit and local re-run from workflow-task time, regular re-run from run time)", len(mm.Hit), mm.Hits, mm.Reruns)
-	p("")
-	p("| served from the memo | (hit, workflow code alone, in replay) | run again (regular activity) | run again (local activity) | memo speed-up |")
-	p("|---:|---:|---:|---:|---:|")
-	if len(mm.Hit) > 0 {
-		hit, rerun, local := Median(mm.Hit), Median(mm.Rerun), Median(mm.RerunLocal)
-		p("| %s | %s | %s | %s | %s vs regular, %s vs local |", dur(hit), dur(Median(mm.HitReplay)), dur(rerun), dur(local), speedup(rerun, hit), speedup(local, hit))
-	}
-	p("")
-
-	p("4. Long sessions with continue-as-new (history_limit %d; distinct arguments, all misses; %d replays per run, median)", c.HistoryLimit, c.Replays)
-	p("")
-	p("| calls | tool | runs | events per run (max) | workflow tasks per run (max) | history bytes per run (max) | replay of one run (max) | replay.File of the longest run (JSON bytes) | run time | calls/s |")
-	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, s := range r.Sessions {
-		p("| %d | %s | %d | %s (%d) | %d | %d | %s | %s (%d) | %v | %.1f |", s.Calls, s.Tool(), s.Runs(), intsText(s.Events), s.MaxEvents(),
-			slices.Max(s.Tasks), s.MaxBytes(), dur(s.MaxReplay()), dur(s.FileReplay), s.FileBytes, s.Elapsed.Round(100*time.Millisecond), s.CallsPerSecond())
-	}
-	p("")
-
-	k, ma, rt := MedianCost(r.Key.Key), MedianCost(r.Key.Marshal), MedianCost(r.Key.RoundTrip)
-	p("5. The canonical memo key of %s (timed loops of at least %v, medians of %d rounds)", KeyArgs, c.KeyTime, len(r.Key.Key))
-	p("")
-	p("| | ns/op | allocs/op | B/op | vs json.Marshal |")
-	p("|---|---:|---:|---:|---:|")
-	if len(r.Key.Key) > 0 {
-		p("| tool.Key (from raw bytes) | %.0f | %d | %d | %.2fx |", k.NsPerOp, k.AllocsPerOp, k.BytesPerOp, k.NsPerOp/ma.NsPerOp)
-		p("| json.Marshal (of the decoded map) | %.0f | %d | %d | 1.00x |", ma.NsPerOp, ma.AllocsPerOp, ma.BytesPerOp)
-		p("| json.Unmarshal + json.Marshal (from raw bytes) | %.0f | %d | %d | %.2fx |", rt.NsPerOp, rt.AllocsPerOp, rt.BytesPerOp, rt.NsPerOp/ma.NsPerOp)
-	}
-	p("")
-
-	p("Targets")
-	p("")
-	p("| target | figure | |")
-	p("|---|---|---|")
-	for _, v := range r.Verdicts() {
-		verdict := "met"
-		switch {
-		case !v.Ran:
-			verdict = "not run"
-		case !v.Met:
-			verdict = "MISSED"
-		}
-		p("| %s | %s | %s |", v.Target, v.Figure, verdict)
-	}
-}
-
-func deltaText(d [2]int) string {
-	if d[0] == d[1] {
-		return fmt.Sprintf("+%d", d[1])
-	}
-	return fmt.Sprintf("+%d then +%d", d[0], d[1])
-}
-
-func byTypeText(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %+d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func intsText(xs []int) string {
-	var parts []string
-	for _, x := range xs {
-		parts = append(parts, strconv.Itoa(x))
-	}
-	if len(parts) > 6 {
-		parts = append(parts[:3], append([]string{"…"}, parts[len(parts)-2:]...)...)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-" + dur(-d)
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	}
-}
-
-func speedup(slow, fast time.Duration) string {
-	if fast <= 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.0fx", float64(slow)/float64(fast))
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
