@@ -37,13 +37,17 @@ var queuePollSettings = []dynamicconfig.Key{
 	dynamicconfig.VisibilityProcessorMaxPollRPS.Key(),
 }
 
-// StockQueuePolling is the stock server's queue poll rate (20 reads a second
-// per shard) as Options.DynamicConfig: the baseline that benchmarks start a
-// server with to measure what QueuePollRPS changes.
+// StockQueuePollRPS is the stock server's queue poll rate, reads a second per
+// shard (the default of each setting QueuePollRPS sets).
+const StockQueuePollRPS = 20
+
+// StockQueuePolling is the stock server's queue poll rate as
+// Options.DynamicConfig: the baseline that benchmarks start a server with to
+// measure what QueuePollRPS changes.
 func StockQueuePolling() map[string]any {
 	m := map[string]any{}
 	for _, k := range queuePollSettings {
-		m[k.String()] = 20
+		m[k.String()] = StockQueuePollRPS
 	}
 	return m
 }

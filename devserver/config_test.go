@@ -22,13 +22,21 @@ func TestQueuePollRate(t *testing.T) {
 			t.Errorf("%s queue (%s): poll rate %v, want %d", name, k, got, QueuePollRPS)
 		}
 	}
-	if QueuePollRPS <= 20 {
-		t.Errorf("QueuePollRPS = %d: no higher than the stock server's 20", QueuePollRPS)
+	if QueuePollRPS <= StockQueuePollRPS {
+		t.Errorf("QueuePollRPS = %d: no higher than the stock server's %d", QueuePollRPS, StockQueuePollRPS)
 	}
 
+	// The stock rate is the server's own default of each setting.
+	defaults := dynamicconfig.NewNoopCollection()
+	for name, s := range map[string]dynamicconfig.GlobalIntSetting{"transfer": dynamicconfig.TransferProcessorMaxPollRPS,
+		"timer": dynamicconfig.TimerProcessorMaxPollRPS, "visibility": dynamicconfig.VisibilityProcessorMaxPollRPS} {
+		if d := s.Get(defaults)(); d != StockQueuePollRPS {
+			t.Errorf("the server's default %s queue poll rate is %d, StockQueuePollRPS says %d", name, d, StockQueuePollRPS)
+		}
+	}
 	stock := dynamicConfig(StockQueuePolling())
 	for name, k := range keys {
-		if got := stock[k]; got != 20 {
+		if got := stock[k]; got != StockQueuePollRPS {
 			t.Errorf("StockQueuePolling: %s queue (%s): poll rate %v, want the stock 20", name, k, got)
 		}
 	}

@@ -130,6 +130,10 @@ type Options struct {
 	DataDir string
 	// ServerLog receives the embedded server's logs; nil discards them.
 	ServerLog *slog.Logger
+	// StockQueuePolling runs the server with the stock server's queue poll
+	// rate (devserver.StockQueuePolling: 20 reads a second per shard)
+	// instead of toolgate's, to measure what toolgate's changes.
+	StockQueuePolling bool
 }
 
 // Env is an embedded Temporal server with one worker that runs both AgentRun
@@ -139,6 +143,8 @@ type Env struct {
 	Server  *devserver.Server
 	Client  client.Client
 	DataDir string
+	// QueuePoll is the server's queue poll rate, reads a second per shard.
+	QueuePoll int
 
 	worker   sdkworker.Worker
 	replayer sdkworker.WorkflowReplayer
@@ -171,7 +177,13 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 		e.tempDir = true
 	}
-	e.Server, err = devserver.Start(ctx, devserver.Options{DataDir: e.DataDir, SearchAttributes: searchAttributes, Logger: o.ServerLog})
+	so := devserver.Options{DataDir: e.DataDir, SearchAttributes: searchAttributes, Logger: o.ServerLog}
+	e.QueuePoll = devserver.QueuePollRPS
+	if o.StockQueuePolling {
+		e.QueuePoll = devserver.StockQueuePollRPS
+		so.DynamicConfig = devserver.StockQueuePolling()
+	}
+	e.Server, err = devserver.Start(ctx, so)
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded server: %w", err)
 	}

@@ -96,7 +96,7 @@ func (r *Report) Table(w io.Writer) {
 	p("toolgate bench, %s (took %v)", r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second))
 	p("")
 	p("machine: %d CPUs (%s), %s RAM, %s, %s; load average before %s, after %s", m.CPUs, m.Model, m.MemTotal, m.OS, m.Go, m.LoadBefore, m.LoadAfter)
-	p("server: embedded go.temporal.io/server %s, SQLite file (WAL) under %s; one worker, go.temporal.io/sdk %s", m.Server, m.DataDir, m.SDK)
+	p("server: embedded go.temporal.io/server %s, SQLite file (WAL) under %s, history queues read at most %d times a second per shard; one worker, go.temporal.io/sdk %s", m.Server, m.DataDir, m.QueuePoll, m.SDK)
 	p("")
 
 	if c.Has(SectionCalls) {
