@@ -6,7 +6,7 @@
 //	                            [--session LIST] [--history-limit N] [--replays N]
 //	                            [--positions LIST] [--positions-history-limit N] [--approvals M]
 //	                            [--langgraph] [--langgraph-calls LIST] [--langgraph-dir DIR]
-//	                            [--only SECTIONS] [--data DIR] [--json FILE] [--quiet]
+//	                            [--only SECTIONS] [--stock-queue-polling] [--data DIR] [--json FILE] [--quiet]
 //
 // --langgraph adds the side by side with LangGraph.js: it installs the Node
 // harness of testsuite/bench/langgraph with `npm ci` into --langgraph-dir
