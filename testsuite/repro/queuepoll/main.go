@@ -5,13 +5,14 @@
 // (devserver.QueuePollRPS), and each call's time is split by the run's own
 // event times.
 //
-//	go run ./testsuite/repro/queuepoll [--calls 200] [--persistence] [--blockprofile PREFIX]
+//	go run ./testsuite/repro/queuepoll [--calls 200] [--persistence] [--blockprofile PREFIX] [--cpuprofile PREFIX]
 //
 // --persistence also prints the server's persistence requests per call, by
 // operation, with their mean latency (from the server's own metrics), for
 // a short run and for a run of --calls calls. --blockprofile writes a block
 // profile of each server (PREFIX-stock.pb.gz, PREFIX-toolgate.pb.gz) for
-// `go tool pprof`.
+// `go tool pprof`; --cpuprofile a CPU profile of each long run (the same
+// names), and both print the CPU time the process used per call.
 //
 // On the stock rate, calls after the rate limiter's first burst take 50 ms,
 // almost all of it between WorkflowTaskScheduled and WorkflowTaskStarted:
@@ -30,6 +31,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -61,16 +63,17 @@ func main() {
 	calls := flag.Int("calls", 200, "sequential activity calls per run")
 	persistence := flag.Bool("persistence", false, "print the server's persistence requests per call")
 	blockProfile := flag.String("blockprofile", "", "write block profiles to PREFIX-stock.pb.gz and PREFIX-toolgate.pb.gz")
+	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the long runs to PREFIX-stock.pb.gz and PREFIX-toolgate.pb.gz")
 	flag.Parse()
 	for _, stock := range []bool{true, false} {
-		if err := measure(context.Background(), *calls, stock, *persistence, *blockProfile); err != nil {
+		if err := measure(context.Background(), *calls, stock, *persistence, *blockProfile, *cpuProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "queuepoll:", err)
 			os.Exit(1)
 		}
 	}
 }
 
-func measure(ctx context.Context, calls int, stock, persistence bool, blockProfile string) error {
+func measure(ctx context.Context, calls int, stock, persistence bool, blockProfile, cpuProfile string) error {
 	dir, err := os.MkdirTemp("", "queuepoll-")
 	if err != nil {
 		return err
@@ -114,20 +117,35 @@ func measure(ctx context.Context, calls int, stock, persistence bool, blockProfi
 			return err
 		}
 	}
+	suffix := "-toolgate.pb.gz"
+	if stock {
+		suffix = "-stock.pb.gz"
+	}
 	if blockProfile != "" {
 		runtime.SetBlockProfileRate(int(time.Microsecond))
 		defer runtime.SetBlockProfileRate(0)
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile + suffix)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	cpuBefore := cpuTime()
 	h, err := runSeq(ctx, c, "long", calls, metrics)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
+	fmt.Printf("  CPU time of the process (server, worker, SQLite) per call: %.2f ms\n", ms((cpuTime()-cpuBefore)/time.Duration(calls)))
 	printSplit(h)
 	if blockProfile != "" {
-		suffix := "-toolgate.pb.gz"
-		if stock {
-			suffix = "-stock.pb.gz"
-		}
 		f, err := os.Create(blockProfile + suffix)
 		if err != nil {
 			return err
@@ -249,3 +267,12 @@ func median(xs []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
