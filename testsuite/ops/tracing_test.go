@@ -2,22 +2,20 @@ package ops_test
 
 import (
 	"context"
-	"net"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	sdkworker "go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/tracing"
+	"github.com/toolgate/toolgate/tracing/tracingtest"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -92,68 +90,15 @@ func TestWorkerTracing(t *testing.T) {
 	require.Contains(t, gate.Attributes(), workflows.AttrGateWaited.Bool(true))
 }
 
-// collector is an OTLP/gRPC trace collector that keeps the names of the
-// spans it receives, by service.
-type collector struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	names map[string][]string // service.name -> span names
-}
-
-func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		var service string
-		for _, a := range rs.GetResource().GetAttributes() {
-			if a.GetKey() == "service.name" {
-				service = a.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				c.names[service] = append(c.names[service], s.GetName())
-			}
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-// toolgateSpans lists the toolgate.* spans service toolgate sent, in order.
-func (c *collector) toolgateSpans() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// toolgateSpans lists the toolgate.* spans service toolgate sent to c, in order.
+func toolgateSpans(c *tracingtest.Collector) []string {
 	var out []string
-	for _, n := range c.names[tracing.ServiceName] {
+	for _, n := range c.Names(tracing.ServiceName) {
 		if strings.HasPrefix(n, "toolgate.") {
 			out = append(out, n)
 		}
 	}
 	return out
-}
-
-func (c *collector) has(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.names[tracing.ServiceName] {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-// startCollector serves a collector on a free loopback port.
-func startCollector(t *testing.T) (*collector, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	c := &collector{names: map[string][]string{}}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, c)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return c, ln.Addr().String()
 }
 
 // seedSpanNames are seedSpans' names.
@@ -170,24 +115,24 @@ func seedSpanNames() []string {
 // last of them are sent when the command stops (Ctrl-C).
 func TestOTLPEndpointFlag(t *testing.T) {
 	t.Run("dev", func(t *testing.T) {
-		c, addr := startCollector(t)
+		c, addr := tracingtest.Start(t)
 		p := startToolgate(t, "dev", "--data", t.TempDir(), "--address", "127.0.0.1:0", "--otlp-endpoint", addr, "--otlp-insecure")
 		require.Equal(t, "traces to "+addr+" (OTLP/gRPC, plaintext)", p.waitLine(t, "traces to ", time.Minute))
 		address := strings.TrimPrefix(p.waitLine(t, "ready ", 2*time.Minute), "ready ")
 		walkThrough(t, address, "otlp-dev")
 		p.stop(t)
-		require.Equal(t, seedSpanNames(), c.toolgateSpans())
-		require.True(t, c.has("RunWorkflow:"+workflows.WorkflowName), "the SDK's spans: %v", c.names)
+		require.Equal(t, seedSpanNames(), toolgateSpans(c))
+		require.True(t, slices.Contains(c.Names(tracing.ServiceName), "RunWorkflow:"+workflows.WorkflowName), "the SDK's spans: %v", c.Received())
 	})
 	t.Run("worker", func(t *testing.T) {
-		c, addr := startCollector(t)
+		c, addr := tracingtest.Start(t)
 		srv, _ := startServer(t, nil)
 		p := startToolgate(t, "worker", "--address", srv.Address(), "--data", t.TempDir(), "--otlp-endpoint", "http://"+addr)
 		require.Equal(t, "traces to "+addr+" (OTLP/gRPC, plaintext)", p.waitLine(t, "traces to ", time.Minute))
 		p.waitLine(t, "worker ready", time.Minute)
 		walkThrough(t, srv.Address(), "otlp-worker")
 		p.stop(t)
-		require.Equal(t, seedSpanNames(), c.toolgateSpans())
-		require.True(t, c.has("StartActivity:search_tickets") && c.has("RunActivity:search_tickets"), "the SDK's spans: %v", c.names)
+		require.Equal(t, seedSpanNames(), toolgateSpans(c))
+		require.True(t, slices.Contains(c.Names(tracing.ServiceName), "StartActivity:search_tickets") && slices.Contains(c.Names(tracing.ServiceName), "RunActivity:search_tickets"), "the SDK's spans: %v", c.Received())
 	})
 }
