@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -65,6 +66,15 @@ func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, 
 func SignStart(in *workflows.RunInput, id, approver string, key ed25519.PrivateKey, validFor time.Duration) error {
 	c := claims(approver, id, signed.ActionStart, validFor)
 	c.GoalDigest = workflows.GoalDigest(in.Goal)
+	unsigned := *in
+	unsigned.RequestToken = ""
+	raw, err := json.Marshal(unsigned)
+	if err != nil {
+		return fmt.Errorf("signing the start as %s: %w", approver, err)
+	}
+	if c.InputDigest, err = workflows.InputDigest(raw); err != nil {
+		return fmt.Errorf("signing the start as %s: %w", approver, err)
+	}
 	tok, err := signed.Sign(key, c)
 	if err != nil {
 		return fmt.Errorf("signing the start as %s: %w", approver, err)

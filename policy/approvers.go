@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/ed25519"
 	"fmt"
+	"time"
 
 	"github.com/toolgate/toolgate/signed"
 )
@@ -63,4 +64,13 @@ func (p *Policy) ToolApprovers(tool string) Approvers {
 		return Approvers{Count: 1}
 	}
 	return t.Approvers.normalized()
+}
+
+// TokenLifetime is the longest a token may be valid under this policy
+// (exp - iat): max_token_lifetime, else signed.MaxLifetime.
+func (p *Policy) TokenLifetime() time.Duration {
+	if d, err := time.ParseDuration(p.MaxTokenLifetime); err == nil && d > 0 && d < signed.MaxLifetime {
+		return d
+	}
+	return signed.MaxLifetime
 }

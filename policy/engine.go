@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 )
@@ -32,7 +33,11 @@ type Verdict struct {
 	Decide  Decide    // allow | ask | deny
 	Need    Approvers // for Ask: who may decide; Count >= 1 (zero for Allow and Deny)
 	Shadows []Shadow  // shadow rules that held (or failed) before the deciding rule, in order
-	Error   string    // set when a rule could not be evaluated: the verdict is then Ask
+	Error   string    // set when a rule could not be evaluated: the verdict was reached by failing closed
+	// FailedClosed: a rule could not be evaluated, so the verdict is the
+	// strictest one any rule that could still apply gives (Evaluate). A grant
+	// never answers such a verdict.
+	FailedClosed bool
 }
 
 // Shadow is a shadow rule met by a call: what it would have decided. Error
@@ -79,12 +84,40 @@ func (e *Engine) Policy() *Policy { return e.policy }
 // approver) and any other call is Allow, with Rule "". An Ask rule without
 // approvers of its own uses the tool's (else any approver).
 //
-// Evaluate fails closed: when a (non-shadow) rule cannot be evaluated (args
-// that are not a JSON object, a missing field read without has(), the cost
-// limit...), the verdict is Ask, Rule is that rule's id, Need is that rule's
-// approvers (the tool's for an allow or deny rule), and Error says what
-// failed; no later rule is tried.
+// Evaluate fails closed, to the strictest verdict still possible: when a
+// (non-shadow) rule cannot be evaluated (args that are not a JSON object, a
+// missing field read without has(), the cost limit...), it might hold or
+// not, so every later rule is evaluated too, up to the first that surely
+// holds (the rules after it can never decide this call). Of the verdicts
+// that could then decide — each rule that could not be evaluated, the first
+// rule that surely holds after them, or the tool's default when none does —
+// the strictest is taken: a deny denies; else the ask with the largest
+// quorum (the earliest of equals); and when every one of them would allow,
+// the call asks the tool's approvers all the same. FailedClosed is set,
+// Rule names the rule whose verdict was taken ("" for the tool's default),
+// and Error says which rule could not be evaluated and why.
 func (e *Engine) Evaluate(tool string, destructive bool, args []byte, requestedBy string) Verdict {
+	return e.evaluate(tool, destructive, args, requestedBy, true)
+}
+
+// EvaluateFirstError is Evaluate as runs of rules version 4 and older took
+// it: the first (non-shadow) rule that cannot be evaluated decides Ask with
+// its own approvers (the tool's for an allow or deny rule), and no later
+// rule is tried. It lowers the bar when a later rule would deny or ask for
+// a quorum; it is kept only so those runs replay unchanged.
+func (e *Engine) EvaluateFirstError(tool string, destructive bool, args []byte, requestedBy string) Verdict {
+	return e.evaluate(tool, destructive, args, requestedBy, false)
+}
+
+// candidate is a verdict that could decide a call once a rule could not be
+// evaluated.
+type candidate struct {
+	rule   string
+	decide Decide
+	need   Approvers
+}
+
+func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedBy string, strictest bool) Verdict {
 	t, ok := e.tools[tool]
 	if !ok {
 		t = compiledTool{need: Approvers{Count: 1}}
@@ -92,6 +125,7 @@ func (e *Engine) Evaluate(tool string, destructive bool, args []byte, requestedB
 	var v Verdict
 	var act activation
 	var argsErr error
+	var failed []candidate // set once a rule could not be evaluated
 	for i, cr := range t.rules {
 		r := cr.rule
 		if i == 0 { // args are decoded once, and only when a rule reads them
@@ -105,16 +139,23 @@ func (e *Engine) Evaluate(tool string, destructive bool, args []byte, requestedB
 		case err != nil && r.Shadow:
 			v.Shadows = append(v.Shadows, Shadow{Rule: r.ID, Decide: r.Decide,
 				Error: fmt.Sprintf("rule %s could not be evaluated: %v", r.ID, err)})
-		case err != nil:
+		case err != nil && !strictest:
 			v.Rule, v.Decide, v.Need = r.ID, Ask, t.need.clone()
 			if r.Decide == Ask {
 				v.Need = t.ruleNeed(r)
 			}
 			v.Error = fmt.Sprintf("rule %s could not be evaluated (failing closed: ask): %v", r.ID, err)
 			return v
+		case err != nil:
+			if failed == nil {
+				v.Error = fmt.Sprintf("rule %s could not be evaluated: %v", r.ID, err)
+			}
+			failed = append(failed, candidate{r.ID, r.Decide, t.ruleNeed(r)})
 		case !held:
 		case r.Shadow:
 			v.Shadows = append(v.Shadows, Shadow{Rule: r.ID, Decide: r.Decide})
+		case failed != nil: // it decides if none of the failed rules held
+			return failClosed(v, append(failed, candidate{r.ID, r.Decide, t.ruleNeed(r)}), t.need)
 		default:
 			v.Rule, v.Decide = r.ID, r.Decide
 			if r.Decide == Ask {
@@ -123,12 +164,69 @@ func (e *Engine) Evaluate(tool string, destructive bool, args []byte, requestedB
 			return v
 		}
 	}
+	if failed != nil {
+		def := candidate{decide: Allow}
+		if destructive {
+			def = candidate{decide: Ask, need: t.need.clone()}
+		}
+		return failClosed(v, append(failed, def), t.need)
+	}
 	if destructive {
 		v.Decide, v.Need = Ask, t.need.clone()
 	} else {
 		v.Decide = Allow
 	}
 	return v
+}
+
+// failClosed is the strictest of the verdicts that could decide a call a
+// rule of which could not be evaluated: a deny; else the ask with the
+// largest quorum (the earliest of equals); else — every one would allow —
+// an ask of the tool's approvers.
+func failClosed(v Verdict, could []candidate, toolNeed Approvers) Verdict {
+	pick := -1
+	for i, c := range could {
+		switch {
+		case c.decide == Deny:
+			pick = i
+		case c.decide != Ask:
+			continue
+		case pick < 0 || could[pick].decide == Ask && c.need.Count > could[pick].need.Count:
+			pick = i
+		}
+		if could[pick].decide == Deny {
+			break
+		}
+	}
+	v.FailedClosed = true
+	switch {
+	case pick < 0:
+		v.Decide, v.Need = Ask, toolNeed.clone()
+		v.Error += "; failing closed: every rule that could apply allows the call, so a human decides (" + v.Need.Describe() + ")"
+	case could[pick].decide == Deny:
+		v.Rule, v.Decide = could[pick].rule, Deny
+		v.Error += "; failing closed to the strictest verdict a rule that could apply gives: rule " + could[pick].rule + " denies"
+	default:
+		v.Rule, v.Decide, v.Need = could[pick].rule, Ask, could[pick].need
+		by := "the tool's default"
+		if v.Rule != "" {
+			by = "rule " + v.Rule
+		}
+		v.Error += "; failing closed to the strictest verdict a rule that could apply gives: " + by + " asks for " + v.Need.Describe()
+	}
+	return v
+}
+
+// Describe says who a call waits for: "2 distinct approvers with role finance".
+func (n Approvers) Describe() string {
+	who := "approver"
+	if n.Count > 1 {
+		who = "distinct approvers"
+	}
+	if len(n.Roles) == 0 {
+		return fmt.Sprintf("%d %s", max(n.Count, 1), who)
+	}
+	return fmt.Sprintf("%d %s with role %s", max(n.Count, 1), who, strings.Join(n.Roles, " or "))
 }
 
 // ruleNeed is who may decide an Ask of rule r: its approvers, else the tool's.

@@ -52,4 +52,10 @@ type Approver struct {
 type Policy struct {
 	Approvers map[string]Approver `json:"approvers" yaml:"approvers"`
 	Tools     map[string]Tool     `json:"tools,omitempty" yaml:"tools"`
+	// RequireSignedStart refuses a run started without a request_token: every
+	// run then has a verified requester, who may decide none of its calls.
+	RequireSignedStart bool `json:"require_signed_start,omitempty" yaml:"require_signed_start"`
+	// MaxTokenLifetime ("15m") lowers the longest a token may be valid
+	// (exp - iat) below signed.MaxLifetime. Empty: signed.MaxLifetime.
+	MaxTokenLifetime string `json:"max_token_lifetime,omitempty" yaml:"max_token_lifetime"`
 }

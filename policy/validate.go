@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/signed"
 )
@@ -59,6 +60,11 @@ func (p *Policy) Validate() error {
 		checkRoles(place+".roles", a.Roles, fail)
 	}
 
+	if p.MaxTokenLifetime != "" {
+		if d, err := time.ParseDuration(p.MaxTokenLifetime); err != nil || d <= 0 || d > signed.MaxLifetime {
+			fail("max_token_lifetime", "%q: want a duration such as \"15m\", more than 0 and at most %s", p.MaxTokenLifetime, signed.MaxLifetime)
+		}
+	}
 	if n := len(p.Tools); n > MaxTools {
 		fail("tools", "%d declared, at most %d", n, MaxTools)
 	}

@@ -4,6 +4,8 @@
 // public key the worker's policy declares.
 package signed
 
+import "time"
+
 // Actions a token authorizes (Claims.Action).
 const (
 	ActionApprove = "approve"
@@ -12,6 +14,10 @@ const (
 	ActionRevoke  = "revoke"
 	ActionStart   = "start"
 )
+
+// MaxLifetime is the longest a token may be valid (exp - iat). A run refuses
+// a token signed for longer; a policy can lower it (max_token_lifetime).
+const MaxLifetime = time.Hour
 
 // Claims are what a token says. Approver, IssuedAt and Expiry are the JWT's
 // registered claims sub, iat and exp (seconds since the epoch); the rest are
@@ -42,8 +48,13 @@ type Claims struct {
 	Grant *Grant `json:"grant,omitempty"`
 	// GrantID (revoke) names the grant revoked ("g-1").
 	GrantID string `json:"grant_id,omitempty"`
-	// GoalDigest (start) is the SHA-256 (hex) of the run's goal.
+	// GoalDigest (start) is the SHA-256 (hex) of the run's goal. Runs of
+	// rules version 5 and later take InputDigest instead.
 	GoalDigest string `json:"goal_digest,omitempty"`
+	// InputDigest (start) is the hex SHA-256 of the canonical JSON of the
+	// run's whole input with request_token left out (workflows.InputDigest):
+	// the token starts that input, under that workflow id, once.
+	InputDigest string `json:"input_digest,omitempty"`
 	IssuedAt   int64  `json:"iat"`
 	Expiry     int64  `json:"exp"`
 }

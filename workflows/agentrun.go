@@ -70,9 +70,15 @@ type run struct {
 //	                run; arguments over MaxArgsBytes are refused
 //	4               the worker's policy: rules, signed decisions, quorum,
 //	                edits, grants, a signed requester
+//	5               the trust boundary, second pass: a carry only from a run
+//	                that closed continued-as-new, no cron schedule; a rule
+//	                that cannot be evaluated fails closed to the strictest
+//	                verdict; every token taken once per run chain; a start
+//	                token signs the whole input; a waiting run continues as
+//	                new with its pending calls
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 4
+	versionCurrent  = 5
 )
 
 // Versions of versionChangeID.
@@ -81,6 +87,7 @@ const (
 	versionCancelTimers workflow.Version = 2
 	versionTrust        workflow.Version = 3
 	versionPolicy       workflow.Version = 4
+	versionTrust2       workflow.Version = 5
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -141,6 +141,8 @@ type RunInput struct {
 
 	// invalid is what UnmarshalJSON refused; the run reports it when it starts.
 	invalid error
+	// inputDigest is InputDigest of the input as the run received it.
+	inputDigest string
 }
 
 // UnmarshalJSON decodes a RunInput strictly (ParseRunInput). What it refuses
@@ -157,7 +159,30 @@ func (in *RunInput) UnmarshalJSON(b []byte) error {
 	}
 	*in = parsed
 	in.invalid = err
+	if in.inputDigest, err = InputDigest(b); err != nil && in.invalid == nil {
+		in.invalid = err
+	}
 	return nil
+}
+
+// InputDigest is the hex SHA-256 of the canonical JSON (tool.Canonical) of a
+// RunInput as JSON, its request_token left out: what a signed start signs
+// (input_digest), so the token starts that input and no other.
+func InputDigest(input []byte) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(input, &fields); err != nil {
+		return "", fmt.Errorf("RunInput: want a JSON object: %w", err)
+	}
+	delete(fields, "request_token")
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return "", fmt.Errorf("RunInput: %w", err)
+	}
+	canon, err := tool.Canonical(b)
+	if err != nil {
+		return "", fmt.Errorf("RunInput: %w", err)
+	}
+	return sha256Hex(canon), nil
 }
 
 // ParseRunInput decodes a RunInput as AgentRun does: no unknown fields, no

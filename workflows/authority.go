@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -214,7 +213,7 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 	if d.editDigest != digest {
 		return nil, refusal(RefusedDigestMismatch, "%s's token signs edited arguments with digest %q; edited_args have %q", d.by, clip(d.editDigest, 64), digest)
 	}
-	e.verdict = r.engine.Evaluate(c.Tool, spec.Destructive, c.Args, r.RequestedBy)
+	e.verdict = r.evaluate(c.Tool, spec.Destructive, c.Args)
 	switch e.verdict.Decide {
 	case policy.Deny:
 		return nil, refusal(RefusedEdit, "edit refused: rule %s denies %s %s", e.verdict.Rule, c.Tool, clip(string(c.Args), 300))
@@ -281,7 +280,7 @@ func (p *pending) setNeed(need policy.Approvers, shown bool) {
 // (allow, deny or ask), a grant may answer an ask, and what is left waits
 // for the approvers the rule names. A shadow rule that held is recorded.
 func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
-	v := r.engine.Evaluate(c.Tool, spec.Destructive, c.Args, r.RequestedBy)
+	v := r.evaluate(c.Tool, spec.Destructive, c.Args)
 	for _, s := range v.Shadows {
 		what := "shadow rule " + s.Rule + " would have decided " + string(s.Decide)
 		if s.Error != "" {
@@ -310,7 +309,7 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 	case v.Error != "":
 		reason = clip(v.Error, MaxTextBytes/2) + " (so a human decides)"
 	case v.Rule != "":
-		reason = "rule " + v.Rule + " asks for " + describeNeed(v.Need)
+		reason = "rule " + v.Rule + " asks for " + v.Need.Describe()
 	}
 	r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: reason})
 	if r.policy == PolicyDeny {
@@ -322,14 +321,11 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 	return r.pause(ctx, c, KindGate, reason, &v)
 }
 
-// describeNeed says who a call waits for: "1 approver with role finance".
-func describeNeed(n policy.Approvers) string {
-	who := "approver"
-	if n.Count > 1 {
-		who = "distinct approvers"
+// evaluate applies the policy's rules to a call: failing closed to the
+// strictest verdict still possible (rules version 5), or as older runs did.
+func (r *run) evaluate(toolName string, destructive bool, args []byte) policy.Verdict {
+	if r.version < versionTrust2 {
+		return r.engine.EvaluateFirstError(toolName, destructive, args, r.RequestedBy)
 	}
-	if len(n.Roles) == 0 {
-		return fmt.Sprintf("%d %s", max(n.Count, 1), who)
-	}
-	return fmt.Sprintf("%d %s with role %s", max(n.Count, 1), who, strings.Join(n.Roles, " or "))
+	return r.engine.Evaluate(toolName, destructive, args, r.RequestedBy)
 }
