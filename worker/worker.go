@@ -142,7 +142,7 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 		return workflows.ChainInfo{}, fmt.Errorf("describing run %s of %s: %w", req.RunID, req.WorkflowID, err)
 	}
 	info := resp.GetWorkflowExecutionInfo()
-	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue()}, nil
+	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(), Status: info.GetStatus().String()}, nil
 }
 
 // Register registers AgentRun, the config activity, every tool and every
@@ -153,6 +153,7 @@ func Register(r Registry, o Options) error {
 	}
 	cfg := o.Config()
 	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.StartMarker, workflow.RegisterOptions{Name: workflows.StartMarkerWorkflow})
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})

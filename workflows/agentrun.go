@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -125,6 +126,10 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		if in.invalid != nil {
 			return nil, errors.New(clip(in.invalid.Error(), MaxTextBytes))
 		}
+		if cron := workflow.GetInfo(ctx).CronSchedule; cron != "" && r.version >= versionTrust2 {
+			return nil, fmt.Errorf("cron schedule %q refused: each cron run of a workflow id would start with the input — and the idempotency keys — "+
+				"of the run before it; start runs on a schedule with a Temporal Schedule (temporal schedule create), which starts each run fresh", clip(cron, MaxNameBytes))
+		}
 		if c != nil && workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
 			return nil, errors.New("carry refused: only a run that continues as new may hand state to the next run " +
 				"(it would set the run's tools, policy switches, memo, trace and counters); start the run without it")
@@ -186,6 +191,13 @@ func (r *run) checkChain(lctx workflow.Context) error {
 	if prev.WorkflowType != WorkflowName || prev.TaskQueue != info.TaskQueueName {
 		return fmt.Errorf("carry refused: it came from run %s of workflow type %q on task queue %q; only an %s on task queue %q may hand state to this run",
 			req.RunID, clip(prev.WorkflowType, MaxNameBytes), clip(prev.TaskQueue, MaxNameBytes), WorkflowName, info.TaskQueueName)
+	}
+	if continued := enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW.String(); r.version >= versionTrust2 && prev.Status != continued {
+		// A cron or retry successor gets the input its predecessor was
+		// started with, carry and all: whoever wrote that input, it was not
+		// this run's predecessor continuing as new.
+		return fmt.Errorf("carry refused: run %s, which this run follows, closed %s, not %s: only a run that continues as new hands state to the next "+
+			"(a retry or cron successor gets its predecessor's input unchanged, which a client wrote)", req.RunID, clip(prev.Status, MaxNameBytes), continued)
 	}
 	return nil
 }

@@ -159,8 +159,8 @@ func (in *RunInput) UnmarshalJSON(b []byte) error {
 	}
 	*in = parsed
 	in.invalid = err
-	if in.inputDigest, err = InputDigest(b); err != nil && in.invalid == nil {
-		in.invalid = err
+	if in.RequestToken != "" && in.Carry == nil { // a signed start: what it signs
+		in.inputDigest, _ = InputDigest(b) // "" (no digest) fails the token's check
 	}
 	return nil
 }
@@ -474,6 +474,10 @@ type ChainRequest struct {
 type ChainInfo struct {
 	WorkflowType string `json:"workflow_type"`
 	TaskQueue    string `json:"task_queue"`
+	// Status is how the run closed (enums.WorkflowExecutionStatus's name):
+	// only a run that closed ContinuedAsNew wrote its successor's input. A
+	// cron or retry successor gets its predecessor's input unchanged.
+	Status string `json:"status,omitempty"`
 }
 
 // MetricPrefix starts the name of every counter a run emits: toolgate_ok,

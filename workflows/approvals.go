@@ -20,6 +20,7 @@ import (
 type pending struct {
 	Interrupt
 	need     policy.Approvers // who may decide; Count approvals decide it (Interrupt.ApprovedBy so far)
+	proposed policy.Approvers // who might decide the call as proposed: an edit never needs fewer
 	notes    []string         // the approvals' notes
 	data     json.RawMessage  // the approvals' answer to the tool's question (interrupts)
 	decided  bool
@@ -52,6 +53,7 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 	default:
 		p.setNeed(r.engine.Policy().ToolApprovers(c.Tool), true)
 	}
+	p.proposed = p.need
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
 	decided, err := r.awaitDecision(ctx, p, timeout)
@@ -192,6 +194,7 @@ func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
 	if err != nil {
 		return DecisionResult{}, err
 	}
+	r.spend(d.token, d.claims)
 	approver := clip(strings.TrimSpace(d.by), MaxNameBytes)
 	if approver == "" {
 		approver = "(unnamed)"

@@ -40,19 +40,36 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	if r.policy == PolicyAlwaysApprove {
 		return fmt.Errorf("approval %q refused: this worker's policy decides who approves what", PolicyAlwaysApprove)
 	}
-	if r.in.Carry != nil || r.in.RequestToken == "" {
+	if r.in.Carry != nil {
 		return nil // a continued run keeps the chain's RequestedBy
+	}
+	if r.in.RequestToken == "" {
+		if pol.RequireSignedStart && r.version >= versionTrust2 {
+			return errors.New("request_token required: this worker's policy takes only signed starts (require_signed_start), " +
+				"so every run has a verified requester; start it with toolgate run --as NAME --key FILE, or a token made with package signed")
+		}
+		return nil
 	}
 	c, err := r.verifyToken(r.in.RequestToken)
 	if err == nil {
 		err = r.checkTarget(c, signed.ActionStart)
 	}
-	if err == nil && c.GoalDigest != GoalDigest(r.in.Goal) {
-		err = errors.New("the token signs another goal (its goal_digest is not the SHA-256 of this goal)")
+	switch {
+	case err != nil:
+	case r.version < versionTrust2:
+		if c.GoalDigest != GoalDigest(r.in.Goal) {
+			err = errors.New("the token signs another goal (its goal_digest is not the SHA-256 of this goal)")
+		}
+	case r.in.inputDigest == "" || c.InputDigest != r.in.inputDigest:
+		err = fmt.Errorf("%s's token signs another input: its input_digest %q is not the digest of this run's input (goal, planner and every other field; workflows.InputDigest)",
+			c.Approver, clip(c.InputDigest, 64))
+	default:
+		err = r.claimStart(ctx, r.in.RequestToken)
 	}
 	if err != nil {
 		return fmt.Errorf("request_token refused: %w", err)
 	}
+	r.spend(r.in.RequestToken, c)
 	r.RequestedBy = c.Approver
 	return nil
 }
@@ -86,13 +103,13 @@ func (r *run) verifyToken(token string) (signed.Claims, error) {
 	if !ok {
 		return c, refusal(RefusedUnauthorized, "unknown approver %q: not an approver of this worker's policy", clip(c.Approver, MaxNameBytes))
 	}
-	if c, err = signed.Verify(token, key); err != nil {
+	if _, err := signed.Verify(token, key); err != nil {
 		return c, refusal(RefusedUnauthorized, "bad signature: the token is not signed by %s's key (%s)", c.Approver, clip(err.Error(), 200))
 	}
 	if err := c.CheckTime(r.now(), TokenSkew); err != nil {
 		return c, refusal(RefusedUnauthorized, "%s's token refused: %s", c.Approver, clip(err.Error(), 300))
 	}
-	return c, nil
+	return c, r.checkFresh(token, c)
 }
 
 // checkTarget makes sure a verified token was signed for this run and for
@@ -109,6 +126,8 @@ func (r *run) checkTarget(c signed.Claims, action string) error {
 
 // ruling is a decision as the run takes it: who, yes or no, why, and an edit.
 type ruling struct {
+	token            string        // the signed decision, spent when applied
+	claims           signed.Claims // its claims
 	approve          bool
 	by, note, reason string
 	editDigest       string // the token's edited_digest
@@ -158,7 +177,7 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (rulin
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
-	return ruling{approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
+	return ruling{token: in.Token, claims: c, approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not
@@ -223,6 +242,14 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 		}
 	default: // allow: the editor's approval is enough
 		e.verdict.Need = policy.Approvers{Count: 1}
+	}
+	if r.version >= versionTrust2 && e.verdict.Need.Count < p.proposed.Count {
+		// An edit never needs fewer approvals than the call as proposed: an
+		// approver cannot edit a quorum call into one they approve alone.
+		e.verdict.Decide, e.verdict.Need = policy.Ask, p.proposed
+		if err := r.engine.Policy().Eligible(d.by, e.verdict.Need); err != nil {
+			return nil, refusal(RefusedUnauthorized, "edit refused: the call as proposed needs %s, and so does any edit of it: %s", p.proposed.Describe(), clip(err.Error(), 300))
+		}
 	}
 	return e, nil
 }
@@ -298,6 +325,9 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 		return a, nil
 	case policy.Deny:
 		msg := fmt.Sprintf("%s%s of the worker's policy", plan.DeniedByRule, v.Rule)
+		if v.FailedClosed {
+			msg += " (" + clip(v.Error, MaxTextBytes/2) + ")"
+		}
 		r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: msg})
 		return nil, &outcome{Status: TraceBlocked, Error: msg}
 	}

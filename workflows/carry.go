@@ -39,6 +39,9 @@ type Carry struct {
 	RequestedBy string `json:"requested_by,omitempty"`
 	// Grants made in the run chain; a grant never outlives it.
 	Grants []Grant `json:"grants,omitempty"`
+	// Spent are the tokens the run chain has taken and that have not expired:
+	// each is taken once.
+	Spent []SpentToken `json:"spent_tokens,omitempty"`
 }
 
 // restore takes up the state a previous run handed over (or a fresh one).

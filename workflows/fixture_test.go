@@ -315,7 +315,7 @@ func (f *fixture) rejectInterrupt(callID, reason string) {
 func (f *fixture) continued() {
 	f.env.SetContinuedExecutionRunID("previous-run")
 	f.env.OnActivity(workflows.ChainActivity, mock.Anything, workflows.ChainRequest{WorkflowID: "default-test-workflow-id", RunID: "previous-run"}).
-		Return(workflows.ChainInfo{WorkflowType: workflows.WorkflowName, TaskQueue: "default-test-taskqueue"}, nil)
+		Return(workflows.ChainInfo{WorkflowType: workflows.WorkflowName, TaskQueue: "default-test-taskqueue", Status: "ContinuedAsNew"}, nil)
 }
 
 // outcome is filled in when the workflow has handled an update whose

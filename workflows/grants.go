@@ -38,7 +38,11 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 			if err != nil {
 				return Grant{}, err
 			}
-			return u.apply(c, apply)
+			g, err := u.apply(c, apply)
+			if err == nil && apply {
+				r.spend(in.Token, c)
+			}
+			return g, err
 		}
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
 			func(ctx workflow.Context, raw json.RawMessage) (GrantResult, error) {
@@ -125,9 +129,10 @@ func (r *run) revoke(c signed.Claims, apply bool) (Grant, error) {
 
 // useGrant answers a call the rules ask one approver about with a grant that
 // covers it, if one does, and counts the use. A grant never answers a call
-// that needs a quorum, nor one its granter could not approve.
+// that needs a quorum, nor one its granter could not approve, nor a verdict
+// reached by failing closed (a rule could not be evaluated).
 func (r *run) useGrant(c tool.Call, v policy.Verdict) *tool.Approval {
-	if v.Need.Count > 1 {
+	if v.Need.Count > 1 || v.FailedClosed {
 		return nil
 	}
 	now := r.now()

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -262,12 +263,28 @@ func TestQuorumAndSelfApproval(t *testing.T) {
 		no = s.decide(f, "bob", signed.ActionReject, "c-1", nil) // bob approved; his "no" still decides
 	})
 	in := scripted(steps(refundCall(60000, "")))
-	in.RequestToken = s.token(f, "carol", signed.Claims{Action: signed.ActionStart, GoalDigest: sha256Hex(in.Goal)})
+	s.signStart(f, "carol", &in, signed.Claims{})
 	res := f.run(in)
 	require.NoError(t, no.err)
 	require.Equal(t, "carol", f.state().RequestedBy)
 	require.Equal(t, workflows.TraceRejected, res.Trace[len(res.Trace)-1].Status)
 	require.Empty(t, f.desk.payments)
+}
+
+// signStart signs in as requested by name: a start token over the digest
+// of the whole input (fields c sets win).
+func (s *signers) signStart(f *fixture, name string, in *workflows.RunInput, c signed.Claims) {
+	s.t.Helper()
+	raw, err := json.Marshal(in)
+	require.NoError(s.t, err)
+	if c.Action == "" {
+		c.Action = signed.ActionStart
+	}
+	if c.InputDigest == "" {
+		c.InputDigest, err = workflows.InputDigest(raw)
+		require.NoError(s.t, err)
+	}
+	in.RequestToken = s.token(f, name, c)
 }
 
 func sha256Hex(s string) string {
@@ -283,18 +300,35 @@ func TestRequestTokenRefusals(t *testing.T) {
 		signer string
 		want   string
 	}{
-		"another goal":   {signed.Claims{Action: signed.ActionStart, GoalDigest: sha256Hex("something else")}, "bob", "another goal"},
-		"not a start":    {signed.Claims{Action: signed.ActionApprove, GoalDigest: sha256Hex("x")}, "bob", `signs "approve", not "start"`},
-		"unknown signer": {signed.Claims{Action: signed.ActionStart}, "mallory", "unknown approver"},
+		// A start token signs the whole input (issue 20, item 7): the goal alone no longer does.
+		"another input":         {signed.Claims{InputDigest: sha256Hex("something else")}, "bob", `bob's token signs another input: its input_digest "`},
+		"the goal only":         {signed.Claims{InputDigest: "-", GoalDigest: sha256Hex("find the login ticket and close it")}, "bob", "signs another input"},
+		"not a start":           {signed.Claims{Action: signed.ActionApprove}, "bob", `signs "approve", not "start"`},
+		"unknown signer":        {signed.Claims{}, "mallory", "unknown approver"},
+		"valid for too long":    {signed.Claims{Expiry: 1, IssuedAt: 1}, "bob", "longer than the 1h0m0s this worker's policy allows"},
+		"another run":           {signed.Claims{WorkflowID: "other-run"}, "bob", `bob's token is for run "other-run"`},
+		"signed by another key": {signed.Claims{}, "forger", "bad signature: the token is not signed by bob's key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, withPolicy(s.policy))
 			in := scripted(steps(refundCall(3000, "")))
-			if tc.claims.GoalDigest == "" {
-				tc.claims.GoalDigest = sha256Hex(in.Goal)
+			if tc.claims.InputDigest == "-" {
+				tc.claims.InputDigest = ""
+				in.RequestToken = s.token(f, tc.signer, signed.Claims{Action: signed.ActionStart, GoalDigest: tc.claims.GoalDigest})
+			} else {
+				if tc.claims.Expiry == 1 { // two hours of validity
+					tc.claims.IssuedAt, tc.claims.Expiry = f.env.Now().Unix(), f.env.Now().Add(2*time.Hour).Unix()
+				}
+				signer := tc.signer
+				if signer == "forger" { // mallory's key, bob's name
+					signer = "bob"
+					s.keys["bob"], s.keys["mallory"] = s.keys["mallory"], s.keys["bob"]
+					defer func() { s.keys["bob"], s.keys["mallory"] = s.keys["mallory"], s.keys["bob"] }()
+				}
+				s.signStart(f, signer, &in, tc.claims)
 			}
-			in.RequestToken = s.token(f, tc.signer, tc.claims)
 			f.env.ExecuteWorkflow(workflows.WorkflowName, in)
+			requireInvalidInput(t, f, "request_token refused: ")
 			require.ErrorContains(t, f.env.GetWorkflowError(), tc.want)
 			require.Zero(t, f.desk.count("refund"))
 		})
@@ -305,6 +339,23 @@ func TestRequestTokenRefusals(t *testing.T) {
 		in.RequestToken = "x.y.z"
 		f.env.ExecuteWorkflow(workflows.WorkflowName, in)
 		require.ErrorContains(t, f.env.GetWorkflowError(), "no policy")
+	})
+	t.Run("a policy that requires signed starts refuses an unsigned one", func(t *testing.T) {
+		p := *s.policy
+		p.RequireSignedStart = true
+		f := newFixture(t, withPolicy(&p))
+		f.env.ExecuteWorkflow(workflows.WorkflowName, scripted(steps(refundCall(3000, ""))))
+		requireInvalidInput(t, f, "request_token required: this worker's policy takes only signed starts (require_signed_start)")
+		require.Zero(t, f.desk.count("refund"))
+	})
+	t.Run("a policy's max_token_lifetime lowers the bound", func(t *testing.T) {
+		p := *s.policy
+		p.MaxTokenLifetime = "5m"
+		f := newFixture(t, withPolicy(&p))
+		in := scripted(steps(refundCall(3000, "")))
+		s.signStart(f, "bob", &in, signed.Claims{}) // ten minutes
+		f.env.ExecuteWorkflow(workflows.WorkflowName, in)
+		requireInvalidInput(t, f, "bob's token refused: it is valid for 10m0s (iat to exp), longer than the 5m0s this worker's policy allows")
 	})
 }
 
@@ -507,4 +558,75 @@ func TestInterruptAnsweredWithData(t *testing.T) {
 	require.Equal(t, tool.ApprovedInterrupt, f.desk.approvals[1].Kind)
 	require.JSONEq(t, answer, string(f.desk.approvals[1].Data), "the re-run sees the approver's answer")
 	require.Len(t, f.desk.bookings, 1)
+}
+
+// A rule that cannot be evaluated never lowers the bar (issue 20, item 2):
+// with goodwill's `args.reason == 'goodwill'` failing on a refund without a
+// reason, a 60,000 refund still needs two of finance, a grant does not
+// answer a verdict reached by failing closed, and an edit never needs fewer
+// approvals than the call as proposed.
+func TestFailingRuleNeverLowersTheBar(t *testing.T) {
+	s := newSigners(t)
+	refund := s.policy.Tools["refund"]
+	refund.Rules = append([]policy.Rule{{ID: "goodwill", When: "args.reason == 'goodwill'", Decide: policy.Allow}}, refund.Rules...)
+	s.policy.Tools["refund"] = refund
+	f := newFixture(t, withPolicy(s.policy))
+	editTo := func(args string) func(*signed.Claims, *workflows.DecisionInput) {
+		return func(c *signed.Claims, in *workflows.DecisionInput) {
+			in.EditedArgs = []byte(args)
+			c.EditedDigest, _ = tool.Digest("refund", []byte(args))
+		}
+	}
+	var grant *grantOutcome
+	var first, down, out *updateOutcome
+	f.at(time.Minute, func() {
+		it := f.state().Interrupts[0]
+		require.Equal(t, "large-refunds", it.Rule)
+		require.Equal(t, 2, it.Needs.Count, "60,000 with no reason: goodwill could not be evaluated, large-refunds asks two")
+		grant = f.grantUpdate(workflows.UpdateGrant, s.token(f, "bob", signed.Claims{Action: signed.ActionGrant, Grant: &signed.Grant{Tool: "refund"}}))
+		first = s.decide(f, "bob", signed.ActionApprove, "c-1", nil)
+	})
+	f.at(2*time.Minute, func() {
+		require.NoError(t, grant.err)
+		require.Equal(t, workflows.DecisionCounted, first.result.Decision)
+		s.decide(f, "carol", signed.ActionApprove, "c-1", nil)
+	})
+	f.at(3*time.Minute, func() {
+		// c-2, 22,000 with no reason: the verdict was reached by failing
+		// closed, so bob's grant (no when) does not let it through.
+		st := f.state()
+		require.Equal(t, []string{"c-2"}, interruptIDs(st))
+		require.Zero(t, st.Grants[0].Used)
+		require.Contains(t, st.Interrupts[0].Reason, "rule goodwill could not be evaluated")
+		s.decide(f, "carol", signed.ActionReject, "c-2", nil)
+	})
+	f.at(4*time.Minute, func() {
+		// c-3, 60,000 for "broken": two of finance. An edit down to 4,000
+		// (small-refunds would allow it) still needs two.
+		require.Equal(t, []string{"c-3"}, interruptIDs(f.state()))
+		down = s.decide(f, "bob", signed.ActionApprove, "c-3", editTo(`{"booking_id":"BK-1","amount_cents":4000,"reason":"broken"}`))
+	})
+	f.at(5*time.Minute, func() {
+		require.NoError(t, down.err)
+		require.Equal(t, workflows.DecisionCounted, down.result.Decision, "the call as proposed needed two")
+		require.Equal(t, 2, down.result.Needed)
+		s.decide(f, "carol", signed.ActionReject, "c-3", nil)
+	})
+	f.at(6*time.Minute, func() {
+		// c-4, 60,000: editing the amount out does not leave a one-approver call.
+		out = s.decide(f, "bob", signed.ActionApprove, "c-4", editTo(`{"booking_id":"BK-1","reason":"broken"}`))
+	})
+	f.at(7*time.Minute, func() {
+		require.NoError(t, out.err)
+		require.Equal(t, workflows.DecisionCounted, out.result.Decision)
+		require.Equal(t, 2, out.result.Needed)
+		s.decide(f, "carol", signed.ActionReject, "c-4", nil)
+	})
+	f.run(scripted(
+		steps(refundCall(60000, "")),
+		steps(refundCall(22000, "")),
+		steps(refundCall(60000, `,"reason":"broken"`)),
+		steps(refundCall(60000, `,"reason":"broken"`)),
+	))
+	require.Len(t, f.desk.payments, 1, "only c-1, on two approvals")
 }

@@ -63,6 +63,19 @@ func TestForgedCarryIsRefused(t *testing.T) {
 		requireInvalidInput(t, f, `on task queue "evil"`)
 		require.Zero(t, f.desk.count("close_ticket"))
 	})
+	// A cron or retry successor gets its predecessor's input, carry and all
+	// (issue 20, item 1): its predecessor did not continue as new.
+	for _, closed := range []string{"Completed", "Failed", "TimedOut", "Terminated"} {
+		t.Run("a retry or cron successor of a run that closed "+closed, func(t *testing.T) {
+			f := newFixture(t)
+			f.env.SetContinuedExecutionRunID("first-run")
+			f.env.OnActivity(workflows.ChainActivity, mock.Anything, mock.Anything).
+				Return(workflows.ChainInfo{WorkflowType: workflows.WorkflowName, TaskQueue: "default-test-taskqueue", Status: closed}, nil)
+			f.env.ExecuteWorkflow(workflows.WorkflowName, json.RawMessage(forgedCarry))
+			requireInvalidInput(t, f, "carry refused: run first-run, which this run follows, closed "+closed+", not ContinuedAsNew")
+			require.Zero(t, f.desk.count("close_ticket"))
+		})
+	}
 }
 
 func TestBadInputIsRefusedClearly(t *testing.T) {

@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/signed"
+)
+
+// This file keeps every signed token to one use (rules version 5): a run
+// chain remembers the tokens it has taken until they expire, and a signed
+// start also claims a workflow id of its own on the server, so the same
+// start token can never start a second run.
+
+// SpentToken is a token a run chain has taken: the first half of its
+// SHA-256 (hex) and when it expires (Unix seconds). It is forgotten once
+// expired: a token that has expired is refused anyway.
+type SpentToken struct {
+	ID  string `json:"id"`
+	Exp int64  `json:"exp"`
+}
+
+// MaxSpentTokens bounds the unexpired tokens a run chain has taken; a token
+// past it is refused until older ones expire (at most signed.MaxLifetime).
+const MaxSpentTokens = 1024
+
+// StartMarkerWorkflow is the workflow type a signed start claims its token
+// with: a child workflow that does nothing, whose workflow id
+// (StartMarkerPrefix + the token's id) the server keeps unique.
+const (
+	StartMarkerWorkflow = "toolgate.start-token"
+	StartMarkerPrefix   = "toolgate-start-token-"
+)
+
+// StartMarker is StartMarkerWorkflow: it ends at once. Its id is what counts.
+func StartMarker(workflow.Context) error { return nil }
+
+func tokenID(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// checkFresh refuses a token the run chain has taken already, one valid
+// for longer than the policy allows, and one past MaxSpentTokens.
+func (r *run) checkFresh(token string, c signed.Claims) error {
+	if r.version < versionTrust2 {
+		return nil
+	}
+	if life, limit := time.Duration(c.Expiry-c.IssuedAt)*time.Second, r.engine.Policy().TokenLifetime(); life > limit {
+		return refusal(RefusedUnauthorized, "%s's token refused: it is valid for %s (iat to exp), longer than the %s this worker's policy allows (max_token_lifetime)",
+			c.Approver, life, limit)
+	}
+	id, now, live := tokenID(token), r.now().Unix(), 0
+	for _, s := range r.Spent {
+		if s.ID == id {
+			return refusal(RefusedUnauthorized, "%s's token was taken already in this run chain: a token is taken once (sign a new one)", c.Approver)
+		}
+		if s.Exp > now {
+			live++
+		}
+	}
+	if live >= MaxSpentTokens {
+		return refusal(RefusedUnauthorized, "%s's token refused: this run chain has taken %d tokens that are still valid, at most %d; try again once older ones expire",
+			c.Approver, live, MaxSpentTokens)
+	}
+	return nil
+}
+
+// spend records a token the run has taken, forgetting those that expired.
+func (r *run) spend(token string, c signed.Claims) {
+	if r.version < versionTrust2 || token == "" {
+		return
+	}
+	now := r.now().Unix()
+	r.Spent = slices.DeleteFunc(r.Spent, func(s SpentToken) bool { return s.Exp <= now })
+	r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry})
+}
+
+// claimStart makes a signed start the only run its token ever starts: it
+// starts the marker child workflow under an id derived from the token,
+// which the server refuses to start twice (within the namespace's
+// retention, longer than any token lives).
+func (r *run) claimStart(ctx workflow.Context, token string) error {
+	id := StartMarkerPrefix + tokenID(token)
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            id,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowRunTimeout:    time.Minute,
+	})
+	err := workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
+	switch {
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		return fmt.Errorf("this token has started a run already (workflow %s holds its use): a start token starts one run; sign a new one", id)
+	case err != nil:
+		return fmt.Errorf("recording the token's use (workflow %s): %w", id, err)
+	}
+	return nil
+}
