@@ -63,7 +63,7 @@ func TestEvaluate(t *testing.T) {
 			want: Verdict{Rule: "export-ask", Decide: Ask, Need: anyone,
 				Shadows: []Shadow{{Rule: "export-shadow", Decide: Deny}, {Rule: "export-broken-shadow", Decide: Deny}}}},
 		{name: "deny rule erroring fails closed: it could hold, so it denies", tool: "export", args: `{"rows":[],"nope":2}`, by: "bob",
-			want: Verdict{Rule: "export-deny-missing", Decide: Deny, FailedClosed: true},
+			want:    Verdict{Rule: "export-deny-missing", Decide: Deny, FailedClosed: true},
 			wantErr: "rule export-deny-missing could not be evaluated: no such key: region; failing closed to the strictest verdict a rule that could apply gives: rule export-deny-missing denies"},
 		{name: "allow rule erroring: a later rule that could hold asks for a quorum", tool: "refund", args: `{"amount":1}`,
 			want: Verdict{Rule: "large-refunds", Decide: Ask, Need: finance2, FailedClosed: true}, wantErr: "no such key: amount_cents"},

@@ -55,8 +55,8 @@ type Claims struct {
 	// run's whole input with request_token left out (workflows.InputDigest):
 	// the token starts that input, under that workflow id, once.
 	InputDigest string `json:"input_digest,omitempty"`
-	IssuedAt   int64  `json:"iat"`
-	Expiry     int64  `json:"exp"`
+	IssuedAt    int64  `json:"iat"`
+	Expiry      int64  `json:"exp"`
 }
 
 // Grant is what a grant token allows: calls of Tool (that match When, a CEL
