@@ -46,6 +46,17 @@ type run struct {
 	errText   string
 	blockedOn *tool.ConfirmationRequired
 
+	// parking: the run continues as new while calls wait; every wait parks
+	// (park.go). resumed are the waits the previous run parked, taken up.
+	parking bool
+	resumed []*pending
+	// firstLength is the history's length when this run started.
+	firstLength int
+	// ready: the run is configured (its tools and policy are loaded), so it
+	// may take decisions (a continued run may hold parked calls from its
+	// first workflow task on).
+	ready bool
+
 	// version is this run's rules version (see versionChangeID).
 	version workflow.Version
 	// lenSeen and localSince estimate the history length between workflow
@@ -142,6 +153,8 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
 	}
 	r.restore(*c)
+	r.resumed = r.restoreParked()
+	r.firstLength = workflow.GetInfo(ctx).GetCurrentHistoryLength()
 	return r, nil
 }
 
@@ -172,8 +185,11 @@ func (r *run) configure(ctx workflow.Context) error {
 	}
 	r.tools = newValidator(r.specs)
 	if r.version >= versionPolicy {
-		return r.configurePolicy(ctx)
+		if err := r.configurePolicy(ctx); err != nil {
+			return err
+		}
 	}
+	r.ready = true
 	return nil
 }
 
@@ -230,6 +246,15 @@ func withDefaults(in RunInput) RunInput {
 // loop is the agent loop: plan a step, execute its calls, feed back the
 // outcomes; between steps, continue as new when the history grows long.
 func (r *run) loop(ctx workflow.Context) (RunResult, error) {
+	if len(r.resumed) > 0 { // calls were waiting when the previous run continued as new
+		calls, outs := r.resumeStep(ctx)
+		if ctx.Err() != nil {
+			return RunResult{}, ctx.Err()
+		}
+		if res, err, end := r.endStep(ctx, calls, outs); end {
+			return res, err
+		}
+	}
 	for {
 		if r.AwaitingInput {
 			if !r.waitForInput(ctx) {
@@ -272,14 +297,29 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 		if ctx.Err() != nil {
 			return RunResult{}, ctx.Err()
 		}
-		for i, c := range calls {
-			r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
-				Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
-		}
-		if r.blockedOn != nil {
-			return r.finish(ctx, StatusBlocked)
+		if res, err, end := r.endStep(ctx, calls, outs); end {
+			return res, err
 		}
 	}
+}
+
+// endStep feeds a step's outcomes back to the planner, and ends the run if
+// the step says so: it stopped at a call the deny policy blocks, or calls
+// wait and the run continues as new (their step goes on in the next run).
+func (r *run) endStep(ctx workflow.Context, calls []tool.Call, outs []outcome) (RunResult, error, bool) {
+	if r.parking {
+		r.carryParked(calls, outs)
+		return RunResult{}, r.continueAsNew(ctx), true
+	}
+	for i, c := range calls {
+		r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
+			Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
+	}
+	if r.blockedOn != nil {
+		res, err := r.finish(ctx, StatusBlocked)
+		return res, err, true
+	}
+	return RunResult{}, nil, false
 }
 
 // plan asks the planner for the next step: the scripted planner in place, the
@@ -357,9 +397,19 @@ func (r *run) newCall(toolName string, args []byte) tool.Call {
 func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
 	outs := make([]outcome, len(calls))
 	wg := workflow.NewWaitGroup(ctx)
+	argsBytes := 0
 	for i, c := range calls {
-		if i >= MaxCallsPerStep {
-			msg := fmt.Sprintf("not run: a step may propose at most %d calls", MaxCallsPerStep)
+		if len(c.Args) <= MaxArgsBytes { // a larger call is refused on its own
+			argsBytes += len(c.Args)
+		}
+		msg := ""
+		switch {
+		case i >= MaxCallsPerStep:
+			msg = fmt.Sprintf("not run: a step may propose at most %d calls", MaxCallsPerStep)
+		case argsBytes > MaxStepArgsBytes && r.version >= versionTrust2:
+			msg = fmt.Sprintf("not run: a step's calls may carry at most %d bytes of arguments in all", MaxStepArgsBytes)
+		}
+		if msg != "" {
 			r.record(c, TraceRecord{Status: TraceError, Error: msg})
 			outs[i] = outcome{Status: TraceError, Error: msg}
 			continue

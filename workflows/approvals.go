@@ -56,7 +56,18 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 	p.proposed = p.need
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
-	decided, err := r.awaitDecision(ctx, p, timeout)
+	return r.wait(ctx, c, p)
+}
+
+// wait waits for the decision on p, and returns the approval or the outcome
+// that ends the call. A wait that parks (the run continues as new while it
+// waits: park.go) leaves p pending and returns an outcome that says so.
+func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approval, *outcome) {
+	timeout := time.Duration(r.in.ApprovalTimeout)
+	decided, parks, err := r.awaitDecision(ctx, p, max(p.ExpiresAt.Sub(r.now()), 0))
+	if parks {
+		return nil, park(p)
+	}
 	r.dropPending(p)
 	r.publish(ctx)
 	switch {
@@ -82,15 +93,23 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 // awaitDecision waits until p is decided or timeout passes, and reports
 // whether it was decided. Its timer is cancelled when the decision comes
 // first, so a decided call leaves no timer to fire (and wake the run) later.
-func (r *run) awaitDecision(ctx workflow.Context, p *pending, timeout time.Duration) (bool, error) {
+//
+// From rules version 5 it also parks: when the run is due to continue as
+// new (parkDue), a wait not yet decided stops, and reports so.
+func (r *run) awaitDecision(ctx workflow.Context, p *pending, timeout time.Duration) (decided, parks bool, err error) {
 	if r.version < versionCancelTimers {
-		return workflow.AwaitWithTimeout(ctx, timeout, func() bool { return p.decided })
+		decided, err = workflow.AwaitWithTimeout(ctx, timeout, func() bool { return p.decided })
+		return decided, false, err
 	}
 	tctx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(tctx, timeout)
-	err := workflow.Await(ctx, func() bool { return p.decided || timer.IsReady() })
-	return p.decided, err
+	err = workflow.Await(ctx, func() bool { return p.decided || timer.IsReady() || r.parkDue(ctx) })
+	if err == nil && !p.decided && !timer.IsReady() {
+		r.parking = true
+		return false, true, nil
+	}
+	return p.decided, false, err
 }
 
 func (r *run) dropPending(p *pending) {
@@ -107,6 +126,9 @@ func (r *run) dropPending(p *pending) {
 func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling, error) {
 	if in.CallID == "" {
 		return nil, ruling{}, refusal(RefusedDecision, "call_id is empty")
+	}
+	if !r.ready && len(r.pending) > 0 && r.version >= versionTrust2 { // calls a continued run took up
+		return nil, ruling{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the decision again")
 	}
 	for _, p := range r.pending {
 		if p.CallID != in.CallID || p.decided {

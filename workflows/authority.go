@@ -222,6 +222,13 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 	if digest == p.ArgsDigest {
 		return nil, refusal(RefusedEdit, "edited_args are the call's own arguments: approve it without an edit")
 	}
+	orig := p.OriginalArgs
+	if orig == nil {
+		orig = p.CallArgs
+	}
+	if grow := len(c.Args) + len(orig) - len(p.CallArgs) - len(p.OriginalArgs); r.version >= versionTrust2 && r.waitingBytes()+grow > MaxWaitingBytes {
+		return nil, refusal(RefusedEdit, "edited_args refused: the calls waiting now would hold more than %d bytes of arguments, edits and answers", MaxWaitingBytes)
+	}
 	e := &edit{args: c.Args, digest: digest, verdict: policy.Verdict{Decide: policy.Ask, Need: policy.Approvers{Count: 1}}}
 	if r.engine == nil {
 		return e, nil
@@ -270,6 +277,9 @@ func (r *run) checkData(p *pending, raw []byte, d ruling) (json.RawMessage, erro
 	}
 	if r.engine != nil && d.dataDigest != sha256Hex(canon) {
 		return nil, refusal(RefusedDigestMismatch, "%s's token signs data with digest %q, not this data's", d.by, clip(d.dataDigest, 64))
+	}
+	if r.version >= versionTrust2 && r.waitingBytes()+len(canon)-len(p.data) > MaxWaitingBytes {
+		return nil, refusal(RefusedDecision, "data refused: the calls waiting now would hold more than %d bytes of arguments, edits and answers", MaxWaitingBytes)
 	}
 	if p.data != nil && !bytes.Equal(p.data, canon) {
 		return nil, refusal(RefusedDecision, "data refused: the earlier approvals of call %s gave other data; a quorum answers with one", p.CallID)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
 )
 
 // Carry is the state a run hands to its next run when it continues as new;
@@ -42,6 +43,11 @@ type Carry struct {
 	// Spent are the tokens the run chain has taken and that have not expired:
 	// each is taken once.
 	Spent []SpentToken `json:"spent_tokens,omitempty"`
+	// Parked are the calls that waited for a human when the run continued
+	// as new, and CarriedBlockedOn the call a deny-policy step stopped at
+	// meanwhile: the next run finishes that step first (park.go).
+	Parked           []ParkedCall               `json:"parked,omitempty"`
+	CarriedBlockedOn *tool.ConfirmationRequired `json:"blocked_on,omitempty"`
 }
 
 // restore takes up the state a previous run handed over (or a fresh one).

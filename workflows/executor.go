@@ -23,6 +23,8 @@ type outcome struct {
 	Result []byte
 	Error  string
 	Note   string // what else the planner must know: an edit of the arguments
+
+	parked *parked // the call waits on and the run continues as new (park.go)
 }
 
 // maxFallbackDepth bounds a chain of fallbacks (a fallback's own fallback …).
@@ -41,14 +43,22 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 	proposed := c.Args
 	span, since := r.callStep(ctx, SpanGate, c, AttrDestructive.Bool(spec.Destructive)), r.TraceSeq
 	approval, stop := r.gateStep(ctx, &c, spec)
+	if stop != nil && stop.parked != nil { // the run continues as new: its next run takes the wait up
+		stop.parked.depth = depth
+		return *stop
+	}
 	r.endGate(ctx, span, c, since, approval, stop)
 	if stop != nil {
 		return *stop
 	}
 	out := r.afterGate(ctx, c, spec, approval, depth)
 	if !bytes.Equal(proposed, c.Args) {
-		out.Note = fmt.Sprintf("an approver (%s) edited this call's arguments before approving it: it ran with %s instead of the proposed %s; do not propose the original again",
-			approval.Approver, clip(string(c.Args), MaxArgsBytes/2), clip(string(proposed), MaxArgsBytes/2))
+		note := editNote(approval, c.Args, proposed)
+		if out.parked != nil {
+			out.parked.note = note
+		} else {
+			out.Note = note
+		}
 	}
 	return out
 }
@@ -69,9 +79,16 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 		}
 		r.metrics.WithTags(map[string]string{"tool": c.Tool}).Counter(MetricPrefix + "cache_miss").Inc(1)
 	}
+	return r.runAndFallback(ctx, c, spec, approval, depth, 1)
+}
+
+// runAndFallback is steps 3 and 4 of a call, from round round of its
+// activity (a call the tool's own question paused goes on at the next).
+func (r *run) runAndFallback(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, depth, round int) outcome {
+	key, _ := tool.Key(c.Tool, c.Args)
 
 	// 3. Run: an activity with the tool's bounded retry policy.
-	resp, approval, stop, err := r.runStep(ctx, c, spec, approval)
+	resp, approval, stop, err := r.runStep(ctx, c, spec, approval, round)
 	if stop != nil {
 		return *stop
 	}
@@ -92,9 +109,12 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 			Reason: fmt.Sprintf("falling back to %s as %s", fb.Tool, fb.ID)})
 		span := r.callStep(ctx, SpanFallback, c, AttrFallbackFrom.String(c.Tool), AttrFallbackTo.String(fb.Tool), AttrFallbackCallID.String(fb.ID))
 		out := r.execute(ctx, fb, depth+1)
+		if out.parked != nil {
+			out.parked.frames = append(out.parked.frames, FallbackFrame{Call: c, Attempts: attempts, Error: errorText(err), FallbackID: fb.ID, Fallback: fb.Tool})
+			return out
+		}
 		span.end(ctx, errIf(out.Status == TraceError, out.Error), AttrFallbackStatus.String(out.Status))
-		out.Error = joinErrors(fmt.Sprintf("%s failed after %d attempts (%s); answered by fallback %s (%s)",
-			c.Tool, attempts, errorText(err), fb.Tool, fb.ID), out.Error)
+		out.Error = joinErrors(fallbackError(c.Tool, attempts, errorText(err), fb.Tool, fb.ID), out.Error)
 		return out
 	}
 	r.record(c, TraceRecord{Status: TraceError, Error: errorText(err), Attempts: attempts})
@@ -154,8 +174,8 @@ const maxInterruptRounds = 3
 // call runs again with the approval visible to the tool. It returns the
 // approval the call last ran with (the trace names who approved what ran). A
 // non-nil outcome means a human decision (or its absence) ended the call.
-func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval) (tool.Response, *tool.Approval, *outcome, error) {
-	for round := 1; ; round++ {
+func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, first int) (tool.Response, *tool.Approval, *outcome, error) {
+	for round := first; ; round++ {
 		span := r.callStep(ctx, SpanRun, c, AttrRunRound.Int(round), AttrRunLocal.Bool(spec.Local))
 		resp, err := r.activity(ctx, c, spec, approval, round)
 		endRun(ctx, span, spec, resp, err)
@@ -169,6 +189,9 @@ func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approva
 		r.record(c, TraceRecord{Status: TraceInterrupted, Reason: msg, Attempts: attemptsOf(err, spec)})
 		var stop *outcome
 		if approval, stop = r.pause(ctx, &c, KindInterrupt, msg, nil); stop != nil {
+			if stop.parked != nil {
+				stop.parked.round = round
+			}
 			return resp, nil, stop, nil
 		}
 	}

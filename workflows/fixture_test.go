@@ -162,6 +162,14 @@ func (d *desk) tools() []tool.Tool {
 				d.ran("big_read")
 				return strings.Repeat("<", a.KB<<10), nil
 			}),
+		tool.New(tool.Spec{Name: "ask_read", Schema: json.RawMessage(objectSchema)}, // a read that asks a human first
+			func(ctx context.Context, a searchArgs) (string, error) {
+				d.ran("ask_read")
+				if !tool.InterruptApproved(ctx) {
+					return "", tool.Interrupt("this read shows personal data: may it?")
+				}
+				return "read " + a.Query, nil
+			}),
 		tool.New(tool.Spec{Name: "fast_read", Local: true},
 			func(ctx context.Context, a searchArgs) (string, error) {
 				d.ran("fast_read")

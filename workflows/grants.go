@@ -28,6 +28,9 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 			if err := tool.DecodeStrict(raw, &in); err != nil {
 				return Grant{}, refusal(RefusedDecision, "%s payload refused (want {\"token\": \"…\"}): %s", u.name, clip(err.Error(), 300))
 			}
+			if !r.ready && r.version >= versionTrust2 {
+				return Grant{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the %s again", u.name)
+			}
 			if r.engine == nil {
 				return Grant{}, refusal(RefusedUnauthorized, "%s refused: grants need the worker's policy (--policy) and its signed approvers; this run has none", u.name)
 			}

@@ -1,0 +1,233 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// This file lets a run that waits for a human continue as new (rules
+// version 5): whatever arrives while a call waits — refused signals of any
+// size among it — grows the history, and a run that never continued as new
+// while waiting would be ended by the server at its history limit. When a
+// continue-as-new is due and calls wait, each waiting call parks: it stops
+// waiting where it stands, and the next run of the chain takes it up at the
+// same point, with the same question (requested_at, expires_at), the same
+// approvals so far, and the same call id.
+
+// Bounds that keep the parked calls of a step within the carry.
+const (
+	// MaxStepArgsBytes bounds the arguments of one step's calls in all (each
+	// within MaxArgsBytes); the calls past it are answered with an error,
+	// not run.
+	MaxStepArgsBytes = 256 << 10
+	// MaxWaitingBytes bounds the arguments, edited arguments and answers of
+	// the calls waiting at once; an edit or an answer past it is refused.
+	MaxWaitingBytes = 512 << 10
+	// minParkEvents is how much a run's history must have grown since it
+	// started before its own history_limit parks its waiting calls (Temporal's
+	// suggestion parks them at once), so a low limit cannot loop.
+	minParkEvents = 100
+)
+
+// ParkedCall is a call that waited for a human when its run continued as
+// new: the next run takes up the wait and goes on from there.
+type ParkedCall struct {
+	Wait ParkedWait `json:"wait"`
+	// Depth is the call's depth in a chain of fallbacks (0: proposed by the planner).
+	Depth int `json:"depth,omitempty"`
+	// Round is the round of the tool's activity that asked (the wait is the
+	// tool's own interrupt); 0: the call waits at the gate.
+	Round int `json:"round,omitempty"`
+	// Note is what the planner is told with the outcome: an approver edited
+	// the call it proposed.
+	Note string `json:"note,omitempty"`
+	// FallbackOf lists the calls this call is the fallback of, innermost first.
+	FallbackOf []FallbackFrame `json:"fallback_of,omitempty"`
+}
+
+// ParkedWait is a waiting call's question and the decisions on it so far.
+type ParkedWait struct {
+	Interrupt
+	Need         policy.Approvers `json:"need"`
+	ProposedNeed policy.Approvers `json:"proposed_need"`
+	Notes        []string         `json:"notes,omitempty"`
+	Data         json.RawMessage  `json:"data,omitempty"`
+	Decided      bool             `json:"decided,omitempty"`
+	By           string           `json:"decided_by,omitempty"`
+	Approval     *tool.Approval   `json:"approval,omitempty"`
+	Rejection    string           `json:"rejection,omitempty"`
+}
+
+// FallbackFrame is a call that failed and is answered by the fallback in
+// the frame above it.
+type FallbackFrame struct {
+	Call       tool.Call `json:"call"`
+	Attempts   int32     `json:"attempts"`
+	Error      string    `json:"error"`
+	FallbackID string    `json:"fallback_id"`
+	Fallback   string    `json:"fallback"`
+}
+
+// parked is a parked call as the run holds it until it continues as new.
+type parked struct {
+	wait   *pending // still in r.pending: a decision that arrives before the switch is carried
+	depth  int
+	round  int
+	note   string
+	frames []FallbackFrame
+}
+
+// parkDue reports whether the waiting calls should park: the run continues
+// as new while calls wait (Temporal suggests it, or the history reached the
+// run's history_limit having grown by minParkEvents since the run started).
+// Once one call has parked, every other wait parks too.
+func (r *run) parkDue(ctx workflow.Context) bool {
+	if r.parking {
+		return true
+	}
+	if r.version < versionTrust2 {
+		return false
+	}
+	info := workflow.GetInfo(ctx)
+	if info.GetContinueAsNewSuggested() {
+		return true
+	}
+	n := r.historyLength(ctx)
+	return r.in.HistoryLimit > 0 && n >= r.in.HistoryLimit && n >= r.firstLength+minParkEvents
+}
+
+// park is the outcome of a wait that parked.
+func park(p *pending) *outcome {
+	return &outcome{Status: statusParked, parked: &parked{wait: p}}
+}
+
+// statusParked is the status of a parked call's outcome; it never reaches
+// the trace, the transcript or the planner.
+const statusParked = "parked"
+
+// carryParked writes the step's parked calls into the carry, with their
+// waits as they stand now, and the outcomes of the step's other calls into
+// the transcript.
+func (r *run) carryParked(calls []tool.Call, outs []outcome) {
+	r.Parked = nil
+	for i, c := range calls {
+		if pk := outs[i].parked; pk != nil {
+			r.Parked = append(r.Parked, pk.carried())
+			continue
+		}
+		r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
+			Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
+	}
+	r.CarriedBlockedOn = r.blockedOn
+}
+
+func (pk *parked) carried() ParkedCall {
+	p := pk.wait
+	return ParkedCall{Wait: ParkedWait{Interrupt: p.Interrupt, Need: p.need, ProposedNeed: p.proposed, Notes: p.notes, Data: p.data,
+		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason},
+		Depth: pk.depth, Round: pk.round, Note: pk.note, FallbackOf: pk.frames}
+}
+
+// restoreParked takes up the waits the previous run parked (in r.pending,
+// so queries and decisions see them from the first workflow task).
+func (r *run) restoreParked() []*pending {
+	var ps []*pending
+	for _, pc := range r.Parked {
+		w := pc.Wait
+		p := &pending{Interrupt: w.Interrupt, need: w.Need, proposed: w.ProposedNeed, notes: w.Notes, data: w.Data,
+			decided: w.Decided, by: w.By, approval: w.Approval, reason: w.Rejection}
+		r.pending = append(r.pending, p)
+		ps = append(ps, p)
+	}
+	r.blockedOn = r.CarriedBlockedOn
+	return ps
+}
+
+// resumeStep finishes the step the previous run parked: each parked call
+// waits again, from where it stood, and goes on as it would have.
+func (r *run) resumeStep(ctx workflow.Context) (calls []tool.Call, outs []outcome) {
+	parkedCalls, waits := r.Parked, r.resumed
+	r.Parked, r.CarriedBlockedOn, r.resumed = nil, nil, nil
+	outs = make([]outcome, len(parkedCalls))
+	calls = make([]tool.Call, len(parkedCalls))
+	wg := workflow.NewWaitGroup(ctx)
+	for i, pc := range parkedCalls {
+		calls[i] = tool.Call{ID: pc.Wait.CallID, Tool: pc.Wait.Tool, Args: pc.Wait.CallArgs}
+		if n := len(pc.FallbackOf); n > 0 { // the call the planner proposed: the outermost
+			calls[i] = pc.FallbackOf[n-1].Call
+		}
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			outs[i] = r.resume(ctx, pc, waits[i])
+		})
+	}
+	wg.Wait(ctx)
+	return calls, outs
+}
+
+// resume takes one parked call up where it stood, and finishes it as
+// execute would have: the edit note of the outermost call edited, and the
+// errors of the calls it is the fallback of.
+func (r *run) resume(ctx workflow.Context, pc ParkedCall, p *pending) outcome {
+	c := tool.Call{ID: p.CallID, Tool: p.Tool, Args: p.CallArgs}
+	spec := r.specs[c.Tool]
+	approval, stop := r.wait(ctx, &c, p)
+	var out outcome
+	switch {
+	case stop != nil:
+		out = *stop
+		if out.parked != nil {
+			out.parked.depth, out.parked.round = pc.Depth, pc.Round
+		}
+	case pc.Round > 0: // the tool's own question was answered: run it again
+		out = r.runAndFallback(ctx, c, spec, approval, pc.Depth, pc.Round+1)
+	default: // approved at the gate
+		out = r.afterGate(ctx, c, spec, approval, pc.Depth)
+	}
+	note := pc.Note // an outer call's edit: it wins, as in execute
+	if note == "" && pc.Round == 0 && approval != nil && p.OriginalArgs != nil {
+		note = editNote(approval, c.Args, p.OriginalArgs)
+	}
+	if out.parked != nil {
+		if note != "" {
+			out.parked.note = note
+		}
+		out.parked.frames = append(out.parked.frames, pc.FallbackOf...)
+		return out
+	}
+	if note != "" {
+		out.Note = note
+	}
+	for _, f := range pc.FallbackOf {
+		out.Error = joinErrors(fallbackError(f.Call.Tool, f.Attempts, f.Error, f.Fallback, f.FallbackID), out.Error)
+	}
+	return out
+}
+
+// fallbackError says that a call failed and its fallback answered it.
+func fallbackError(toolName string, attempts int32, errText, fallback, fallbackID string) string {
+	return fmt.Sprintf("%s failed after %d attempts (%s); answered by fallback %s (%s)", toolName, attempts, errText, fallback, fallbackID)
+}
+
+// editNote tells the planner that an approver edited the call it proposed.
+func editNote(approval *tool.Approval, args, proposed json.RawMessage) string {
+	return fmt.Sprintf("an approver (%s) edited this call's arguments before approving it: it ran with %s instead of the proposed %s; do not propose the original again",
+		approval.Approver, clip(string(args), MaxArgsBytes/2), clip(string(proposed), MaxArgsBytes/2))
+}
+
+// waitingBytes is what the waiting calls hold of arguments, edits and answers.
+func (r *run) waitingBytes() int {
+	n := 0
+	for _, p := range r.pending {
+		n += len(p.CallArgs) + len(p.OriginalArgs) + len(p.data)
+	}
+	return n
+}
+
