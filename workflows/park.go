@@ -230,4 +230,3 @@ func (r *run) waitingBytes() int {
 	}
 	return n
 }
-
