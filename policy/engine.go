@@ -93,7 +93,8 @@ func (e *Engine) Policy() *Policy { return e.policy }
 // rule that surely holds after them, or the tool's default when none does —
 // the strictest is taken: a deny denies; else the ask with the largest
 // quorum (the earliest of equals); and when every one of them would allow,
-// the call asks the tool's approvers all the same. FailedClosed is set,
+// the call is allowed (by the rule that surely holds, or the tool's default
+// for a read, Rule ""). FailedClosed is set,
 // Rule names the rule whose verdict was taken ("" for the tool's default),
 // and Error says which rule could not be evaluated and why.
 func (e *Engine) Evaluate(tool string, destructive bool, args []byte, requestedBy string) Verdict {
@@ -155,7 +156,7 @@ func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedB
 		case r.Shadow:
 			v.Shadows = append(v.Shadows, Shadow{Rule: r.ID, Decide: r.Decide})
 		case failed != nil: // it decides if none of the failed rules held
-			return failClosed(v, append(failed, candidate{r.ID, r.Decide, t.ruleNeed(r)}), t.need)
+			return failClosed(v, append(failed, candidate{r.ID, r.Decide, t.ruleNeed(r)}))
 		default:
 			v.Rule, v.Decide = r.ID, r.Decide
 			if r.Decide == Ask {
@@ -169,7 +170,7 @@ func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedB
 		if destructive {
 			def = candidate{decide: Ask, need: t.need.clone()}
 		}
-		return failClosed(v, append(failed, def), t.need)
+		return failClosed(v, append(failed, def))
 	}
 	if destructive {
 		v.Decide, v.Need = Ask, t.need.clone()
@@ -181,38 +182,36 @@ func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedB
 
 // failClosed is the strictest of the verdicts that could decide a call a
 // rule of which could not be evaluated: a deny; else the ask with the
-// largest quorum (the earliest of equals); else — every one would allow —
-// an ask of the tool's approvers.
-func failClosed(v Verdict, could []candidate, toolNeed Approvers) Verdict {
-	pick := -1
+// largest quorum (the earliest of equals); else — every one of them allows,
+// so the call is allowed whichever holds — the last, the one that surely
+// applies when the others do not (a rule that surely holds, or the tool's
+// default).
+func failClosed(v Verdict, could []candidate) Verdict {
+	pick := len(could) - 1
 	for i, c := range could {
-		switch {
-		case c.decide == Deny:
+		if c.decide == Deny {
 			pick = i
-		case c.decide != Ask:
-			continue
-		case pick < 0 || could[pick].decide == Ask && c.need.Count > could[pick].need.Count:
-			pick = i
-		}
-		if could[pick].decide == Deny {
 			break
+		}
+		if c.decide == Ask && (could[pick].decide != Ask || c.need.Count > could[pick].need.Count || c.need.Count == could[pick].need.Count && i < pick) {
+			pick = i
 		}
 	}
 	v.FailedClosed = true
-	switch {
-	case pick < 0:
-		v.Decide, v.Need = Ask, toolNeed.clone()
-		v.Error += "; failing closed: every rule that could apply allows the call, so a human decides (" + v.Need.Describe() + ")"
-	case could[pick].decide == Deny:
-		v.Rule, v.Decide = could[pick].rule, Deny
-		v.Error += "; failing closed to the strictest verdict a rule that could apply gives: rule " + could[pick].rule + " denies"
-	default:
-		v.Rule, v.Decide, v.Need = could[pick].rule, Ask, could[pick].need
-		by := "the tool's default"
-		if v.Rule != "" {
-			by = "rule " + v.Rule
-		}
+	c := could[pick]
+	v.Rule, v.Decide = c.rule, c.decide
+	by := "the tool's default"
+	if c.rule != "" {
+		by = "rule " + c.rule
+	}
+	switch c.decide {
+	case Deny:
+		v.Error += "; failing closed to the strictest verdict a rule that could apply gives: " + by + " denies"
+	case Ask:
+		v.Need = c.need
 		v.Error += "; failing closed to the strictest verdict a rule that could apply gives: " + by + " asks for " + v.Need.Describe()
+	default:
+		v.Error += "; every rule that could apply allows the call: " + by + " allows it"
 	}
 	return v
 }

@@ -243,12 +243,12 @@ func TestEvaluateFailsClosedToTheStrictest(t *testing.T) {
 			Verdict{Rule: "goodwill-one", Decide: Ask, Need: support1, FailedClosed: true}},
 		{"nothing holds surely: the default is a candidate", "goodwill", `{"amount_cents":500}`,
 			Verdict{Decide: Ask, Need: finance1, FailedClosed: true}},
-		{"every candidate allows: a human decides all the same", "lenient", `{}`,
-			Verdict{Decide: Ask, Need: support1, FailedClosed: true}},
+		{"every candidate allows: allowed, by the tool's default", "lenient", `{}`,
+			Verdict{Decide: Allow, FailedClosed: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := e.Evaluate(tc.tool, false, []byte(tc.args), "")
+			got := e.Evaluate(tc.tool, tc.tool == "goodwill", []byte(tc.args), "")
 			assert.Contains(t, got.Error, "could not be evaluated")
 			got.Error = ""
 			assert.Equal(t, tc.want, got)

@@ -104,7 +104,11 @@ type policyStack struct {
 	keys map[string]ed25519.PrivateKey
 }
 
-func newPolicyStack(t *testing.T) *policyStack {
+func newPolicyStack(t *testing.T) *policyStack { return newPolicyStackWith(t, policyYAML, nil) }
+
+// newPolicyStackWith is newPolicyStack under another policy: src with the
+// three keys filled in, then changed by edit (if set).
+func newPolicyStackWith(t *testing.T, src string, edit func(*policy.Policy)) *policyStack {
 	s := &policyStack{stack: newStack(t), desk: &payDesk{effects: map[string]string{}},
 		keys: map[string]ed25519.PrivateKey{}}
 	var pubs []any
@@ -115,9 +119,12 @@ func newPolicyStack(t *testing.T) *policyStack {
 		}
 		s.keys[name], pubs = priv, append(pubs, signed.FormatPublicKey(pub))
 	}
-	pol, err := policy.Parse(fmt.Appendf(nil, policyYAML, pubs...))
+	pol, err := policy.Parse(fmt.Appendf(nil, src, pubs...))
 	if err != nil {
 		t.Fatalf("policy.Parse: %v", err)
+	}
+	if edit != nil {
+		edit(pol)
 	}
 	w, err := worker.Start(s.client, workflows.TaskQueue, worker.Options{Tools: s.desk.tools(), Policy: pol, SearchAttributes: true})
 	if err != nil {

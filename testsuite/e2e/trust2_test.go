@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/demo"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -179,4 +182,154 @@ func closedRunErrors(t *testing.T, s *stack, id string) []error {
 		out = append(out, temporal.GetDefaultFailureConverter().FailureToError(f))
 	}
 	return out
+}
+
+// goodwillYAML is the issue's policy with a rule that cannot be evaluated on
+// a refund without a reason ahead of the others.
+const goodwillYAML = `
+approvers:
+  alice: {key: "%s", roles: [support]}
+  bob:   {key: "%s", roles: [finance]}
+  carol: {key: "%s", roles: [finance]}
+tools:
+  close_ticket: {approvers: {roles: [support]}}
+  refund:
+    rules:
+      - {id: goodwill, when: "args.reason == 'goodwill'", decide: allow}
+      - {id: no-test-refunds, when: "has(args.reason) && args.reason.contains('test')", decide: deny}
+      - {id: small-refunds, when: "args.amount_cents <= 5000", decide: allow}
+      - {id: large-refunds, when: "args.amount_cents > 20000", decide: ask, approvers: {roles: [finance], count: 2}}
+    approvers: {roles: [finance]}
+`
+
+// The trust boundary's second pass (issue 20) on the real server, for what
+// approvers' tokens and the policy's rules can be made to do.
+func TestTrustSecondPassPolicy(t *testing.T) {
+	ps := newPolicyStackWith(t, goodwillYAML, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*waitTimeout)
+	defer cancel()
+	sign := func(t *testing.T, key string, c signed.Claims) string {
+		t.Helper()
+		if c.IssuedAt == 0 {
+			c.IssuedAt, c.Expiry = time.Now().Unix(), time.Now().Add(10*time.Minute).Unix()
+		}
+		tok, err := signed.Sign(ps.keys[key], c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	update := func(id, name string, arg any) error {
+		h, err := ps.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		return err
+	}
+
+	t.Run("a rule that cannot be evaluated never lowers the bar", func(t *testing.T) {
+		s := ps.on(t)
+		const id = "trust2-goodwill"
+		s.start(id, workflows.RunInput{Goal: "refunds", Planner: scripted("done", step(refundOf(40000)), step(refundOf(9000)), step(refundOf(40000)))})
+		// 40,000 with no reason: goodwill cannot be evaluated, large-refunds asks two of finance.
+		it := s.awaitCall(id, "c-1")
+		if it.Rule != "large-refunds" || it.Needs == nil || it.Needs.Count != 2 || !strings.Contains(it.Reason, "rule goodwill could not be evaluated") {
+			t.Fatalf("c-1 waits on rule %q for %+v (%s); want large-refunds, two of finance", it.Rule, it.Needs, it.Reason)
+		}
+		if _, err := s.tg.Grant(ctx, id, "bob", s.keys["bob"], signed.Grant{Tool: "refund"}); err != nil {
+			t.Fatal(err)
+		}
+		if out := s.decide(id, true, s.as("bob"), "c-1"); out.Err != nil || out.Result.Decision != workflows.DecisionCounted {
+			t.Fatalf("bob approves c-1: %+v, want counted", out)
+		}
+		s.checkDone(id)
+		s.decide(id, true, s.as("carol"), "c-1")
+		// 9,000 with no reason: a verdict reached by failing closed, which bob's grant (no when) does not answer.
+		s.awaitCall(id, "c-2")
+		if g := s.mustState(id).Grants; len(g) != 1 || g[0].Used != 0 {
+			t.Fatalf("grants %+v, want bob's unused", g)
+		}
+		s.decide(id, false, s.as("carol"), "c-2")
+		// 40,000 edited down to 4,000 still needs two: an edit never needs fewer approvals than the call as proposed.
+		s.awaitCall(id, "c-3")
+		bob := s.as("bob")
+		bob.EditedArgs = json.RawMessage(`{"booking_id":"BK-1","amount_cents":4000}`)
+		if out := s.decide(id, true, bob, "c-3"); out.Err != nil || out.Result.Decision != workflows.DecisionCounted || out.Result.Needed != 2 {
+			t.Fatalf("bob's edit of c-3: %+v, want counted, 1 of 2", out)
+		}
+		s.decide(id, false, s.as("carol"), "c-3")
+		s.finish(id, "c-1 refund 40000")
+	})
+
+	t.Run("a token is taken once", func(t *testing.T) {
+		s := ps.on(t)
+		const id = "trust2-replay"
+		s.start(id, workflows.RunInput{Goal: "refunds", Planner: scripted("done", step(refundOf(40000)))})
+		s.awaitCall(id, "c-1")
+		grant := sign(t, "bob", signed.Claims{Approver: "bob", WorkflowID: id, Action: signed.ActionGrant, Grant: &signed.Grant{Tool: "refund", Uses: 1}})
+		if err := update(id, workflows.UpdateGrant, workflows.TokenInput{Token: grant}); err != nil {
+			t.Fatal(err)
+		}
+		requireRefused(t, "the grant sent again", update(id, workflows.UpdateGrant, workflows.TokenInput{Token: grant}), workflows.RefusedUnauthorized, "bob's token was taken already in this run chain")
+		if _, err := s.tg.Revoke(ctx, id, "carol", s.keys["carol"], "g-1"); err != nil {
+			t.Fatal(err)
+		}
+		requireRefused(t, "the grant sent after its revocation", update(id, workflows.UpdateGrant, workflows.TokenInput{Token: grant}), workflows.RefusedUnauthorized, "taken already")
+		long := sign(t, "bob", signed.Claims{Approver: "bob", WorkflowID: id, Action: signed.ActionGrant, Grant: &signed.Grant{Tool: "refund"},
+			IssuedAt: time.Now().Unix(), Expiry: time.Now().Add(2 * time.Hour).Unix()})
+		requireRefused(t, "a token valid for two hours", update(id, workflows.UpdateGrant, workflows.TokenInput{Token: long}), workflows.RefusedUnauthorized, "longer than the 1h0m0s")
+		// A token signed with carol's key in bob's name: the refusal names bob.
+		forged := sign(t, "carol", signed.Claims{Approver: "bob", WorkflowID: id, Action: signed.ActionGrant, Grant: &signed.Grant{Tool: "refund"}})
+		requireRefused(t, "bob's name, carol's key", update(id, workflows.UpdateGrant, workflows.TokenInput{Token: forged}), workflows.RefusedUnauthorized, "not signed by bob's key")
+		if g := s.mustState(id).Grants; len(g) != 1 || g[0].RevokedBy != "carol" {
+			t.Fatalf("grants %+v, want one, revoked", g)
+		}
+		s.decide(id, false, s.as("carol"), "c-1")
+		s.finish(id)
+	})
+
+	t.Run("a start token starts its input once", func(t *testing.T) {
+		s := ps.on(t)
+		const id = "trust2-start"
+		in := workflows.RunInput{Goal: "a small refund", Planner: scripted("done", step(refundOf(3000)))}
+		if err := tgclient.SignStart(&in, id, "bob", s.keys["bob"], 0); err != nil {
+			t.Fatal(err)
+		}
+		s.start(id, in)
+		s.finish(id, "c-1 refund 3000")
+		if st := s.mustState(id); st.RequestedBy != "bob" {
+			t.Fatalf("requested by %q, want bob", st.RequestedBy)
+		}
+		// bob's token on another plan under the same id.
+		other := workflows.RunInput{Goal: in.Goal, Planner: scripted("done", step(refundOf(4000))), RequestToken: in.RequestToken}
+		err := s.startRaw(id, other)
+		requireInvalidInput(t, err, "request_token refused: bob's token signs another input")
+		// The same token and input again: the token has started its run.
+		err = s.startRaw(id, in)
+		requireInvalidInput(t, err, "request_token refused: this token has started a run already")
+		s.checkDone(id, "c-1 refund 3000")
+	})
+}
+
+// startRaw starts run id with in (through the Temporal client, as any
+// client can) and waits for how it ends.
+func (s *stack) startRaw(id string, in workflows.RunInput) error {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	run, err := s.client.ExecuteWorkflow(ctx, clientStart(id), workflows.WorkflowName, in)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return run.Get(ctx, nil)
+}
+
+// requireRefused fails unless err is an update's refusal of type typ saying msg.
+func requireRefused(t *testing.T, what string, err error, typ, msg string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != typ || !strings.Contains(appErr.Error(), msg) {
+		t.Errorf("%s: %v; want a refusal of type %s saying %q", what, err, typ, msg)
+	}
 }
