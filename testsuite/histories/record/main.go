@@ -29,6 +29,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -298,6 +300,62 @@ var flows = []flow{
 		},
 		status: workflows.StatusCompleted,
 		trace:  []string{"c-1 ok", "c-2 ok", "c-3 cache_hit"},
+	},
+	{
+		// Rules version 5: refused signals grow the history of a run that
+		// waits at the gate past its history_limit; it continues as new with
+		// its call waiting (parked), and the next run takes the approval.
+		name: "park",
+		in:   workflows.RunInput{Goal: "close TKT-3", HistoryLimit: 20, Planner: scripted("closed", []tool.Proposal{closeTKT3})},
+		drive: func(ctx context.Context, cl client.Client, id string) error {
+			first, err := waitPending(ctx, cl, id, "c-1", workflows.KindGate)
+			if err != nil {
+				return err
+			}
+			desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return err
+			}
+			firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+			for i := 0; i < 40; i++ {
+				// Each once the run has taken the one before: 40 refusals, and the history grows by 4 events each.
+				in := workflows.DecisionInput{CallID: "c-9", Approver: "x", ArgsDigest: fmt.Sprint(i)}
+				raw, _ := json.Marshal(in)
+				sum := sha256.Sum256(raw)
+				if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, in); err != nil {
+					return err
+				}
+				if err := waitFor(ctx, cl, id, func(s workflows.State) bool {
+					return len(s.Refused) > 0 && s.Refused[len(s.Refused)-1].PayloadSHA256 == hex.EncodeToString(sum[:])
+				}); err != nil {
+					return err
+				}
+			}
+			for {
+				desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+				if err != nil {
+					return err
+				}
+				if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+					break
+				}
+				if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, workflows.DecisionInput{CallID: "c-9", Approver: "x"}); err != nil {
+					return err
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			it, err := waitPending(ctx, cl, id, "c-1", workflows.KindGate)
+			if err != nil {
+				return err
+			}
+			if !it.RequestedAt.Equal(first.RequestedAt) {
+				return fmt.Errorf("c-1 was asked at %s, then at %s: want the same question after continue-as-new", first.RequestedAt, it.RequestedAt)
+			}
+			return decideByUpdate(ctx, cl, id, "c-1", workflows.KindGate, workflows.UpdateApprove, "alice", "")
+		},
+		status:  workflows.StatusCompleted,
+		trace:   []string{"c-1 blocked", "c-1 approved", "c-1 ok"},
+		allRuns: true,
 	},
 	{
 		name: "support_planner",
