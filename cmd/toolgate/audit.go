@@ -33,6 +33,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		if pol, err = policy.Load(*policyFile); err != nil {
 			return err
 		}
+		warnPolicy(c.stderr, *policyFile, pol)
 	}
 	var decisions, unverified, failed, unreadable int
 	for i, f := range files {

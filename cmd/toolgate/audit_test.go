@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,4 +158,48 @@ func TestAuditUsage(t *testing.T) {
 	out, err := runAudit(t, filepath.Join(t.TempDir(), "missing.json"))
 	assert.Equal(t, 1, exitCode(err))
 	assert.Contains(t, out, "missing.json")
+}
+
+// shadowedPolicy is a policy whose deny rule comes after an allow rule of
+// the same tool, its keys filled in.
+func shadowedPolicy(t *testing.T) string {
+	t.Helper()
+	pub, _, err := signed.GenerateKey()
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "shadowed.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`approvers:
+  bob: {key: "`+signed.FormatPublicKey(pub)+`", roles: [finance]}
+tools:
+  refund:
+    rules:
+      - {id: small-refunds, when: "args.amount_cents <= 5000", decide: allow}
+      - {id: no-test-refunds, when: "has(args.reason) && args.reason.contains('test')", decide: deny}
+`), 0o644))
+	return file
+}
+
+const shadowWarning = ": tool refund: deny rule no-test-refunds (tools.refund.rules[1]) comes after allow rule small-refunds (rules[0])"
+
+// audit --policy warns on stderr about a deny rule an earlier allow shadows.
+func TestAuditPolicyWarns(t *testing.T) {
+	file := shadowedPolicy(t)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"audit", "--policy", file, filepath.Join(auditHistories, "approve_v3.json")},
+		strings.NewReader(""), &stdout, &stderr)
+	require.NoError(t, err, stdout.String())
+	assert.Contains(t, stderr.String(), "policy: warning: "+file+shadowWarning)
+	assert.NotContains(t, stdout.String(), "warning", "the warning goes to stderr only")
+}
+
+// dev and worker load their --policy through workerOptions, which warns.
+func TestWarnPolicyWorkerOptions(t *testing.T) {
+	file := shadowedPolicy(t)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	sv := servingFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--policy", file}))
+	var stderr bytes.Buffer
+	wo, err := sv.workerOptions(&telemetry{}, &stderr)
+	require.NoError(t, err)
+	require.NotNil(t, wo.policy)
+	assert.Equal(t, "policy: warning: "+file+shadowWarning+": a call both match is allowed, so no-test-refunds never denies it (small-refunds shadows it); put no-test-refunds first\n", stderr.String())
 }
