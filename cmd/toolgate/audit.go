@@ -37,7 +37,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		}
 		warnPolicy(c.stderr, *policyFile, pol)
 	}
-	var decisions, unverified, failed, mismatched, unreadable int
+	var decisions, unverified, failed, executed, mismatched, unreadable int
 	for i, f := range files {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
@@ -55,10 +55,12 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		decisions += len(rep.Entries)
 		unverified += rep.Unverified()
 		failed += len(rep.Failed())
+		executed += len(rep.Executions)
 		mismatched += len(rep.Mismatches())
 	}
 	if len(files) > 1 {
-		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified\n", plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified)
+		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run\n",
+			plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified, plural(executed, "executed call"), mismatched)
 	}
 	var fails []string
 	if failed > 0 {
