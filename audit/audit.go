@@ -19,15 +19,27 @@
 // policy declares for its approver (sub), and checked to be for this
 // workflow id, for the action it came as, and — for approve and reject — for
 // the call (and, when the payload names them, the approver and the
-// args_digest) it was sent with; a start's goal_digest must be the goal's
-// SHA-256. A rule decision is checked by evaluating the policy's rules again
+// args_digest) it was sent with; a start's input_digest must be its input's
+// (rules version 5 and later; before, its goal_digest the goal's SHA-256). A rule decision is checked by evaluating the policy's rules again
 // on the call's recorded arguments; a grant's use by finding the verified,
 // applied grant it relies on.
+//
+// Then what ran is tied to what was approved (Execution): every call the run
+// executed that needed a decision — a call of a tool its recorded specs
+// declare destructive, with the arguments of its ActivityTaskScheduled
+// event (a local activity's marker records none: the trace's) — must match
+// the verified approvals that sign its digest with the quorum the rules ask,
+// or the rule that allows it (evaluated as the run's rules version did), or
+// the grant whose condition it meets; without a policy, the approval's
+// args_digest.
 //
 // The policy is the one the run was held to, recorded in its history (the
 // result of the toolgate.config local activity, a LocalActivity marker),
 // unless the caller passes one kept independently: a history whose recorded
-// policy was swapped along with the tokens then fails against it.
+// policy was swapped along with the tokens then fails against it. Without
+// one kept apart, the audit proves the history consistent with itself only
+// (Report.Notes says so): whoever can rewrite the history can rewrite the
+// policy and keys it records too.
 //
 // Time validity (iat, exp) is NOT checked: tokens expire minutes after they
 // are signed, and what matters is that the run accepted them when they were
@@ -125,9 +137,30 @@ type Report struct {
 	// Recorded: the history records a policy (the run was held to one).
 	Recorded bool
 	Entries  []Entry
+	// Executions are the calls the run executed that needed a decision, each
+	// matched to the approval, rule or grant that let it run (Execution).
+	Executions []Execution
+	// Version is the run's rules version (its GetVersion marker); -1 for a
+	// run from before there was one.
+	Version int
 	// Notes say what the audit could not see (a run that continued as new,
-	// one that has not closed, a trace that dropped records).
+	// one that has not closed, a trace that dropped records), and how far
+	// its proof goes.
 	Notes []string
+}
+
+// Mismatches lists the executions that fail the audit: what ran is not what
+// was approved (or allowed by a rule, or let through by a grant), or
+// nothing let it run. An execution the history cannot tie either way
+// (Unbound) is no failure.
+func (r Report) Mismatches() []Execution {
+	var out []Execution
+	for _, x := range r.Executions {
+		if !x.Matched && !x.Unbound {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Failed lists the entries that fail the audit: signed decisions that do
@@ -180,7 +213,8 @@ func History(r io.Reader, pol *policy.Policy) (Report, error) {
 	if len(evs) == 0 || evs[0].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
 		return Report{}, errors.New("not a run's history: it does not start with WorkflowExecutionStarted")
 	}
-	a := &auditor{pol: pol, updates: map[string]int{}}
+	a := &auditor{pol: pol, version: -1, updates: map[string]int{}, inputs: map[int]decisionPayload{}, claims: map[int]signed.Claims{}}
+	a.rep.Version = -1
 	a.rep.PolicyFrom = "given"
 	if pol == nil {
 		a.rep.PolicyFrom = "history"
@@ -194,5 +228,19 @@ func History(r io.Reader, pol *policy.Policy) (Report, error) {
 		}
 	}
 	a.finish()
+	if pol == nil {
+		a.rep.Notes = append([]string{selfConsistent(a.rep.Recorded)}, a.rep.Notes...)
+	}
 	return a.rep, nil
+}
+
+// selfConsistent says how far an audit against the history's own record
+// goes: only as far as the history is what the run wrote.
+func selfConsistent(recorded bool) string {
+	if recorded {
+		return "without --policy (a copy of the policy kept apart from the history) this audit proves the history consistent with itself only: " +
+			"whoever can rewrite the history can rewrite the policy and keys it records too"
+	}
+	return "the run had no policy: its approvals are unauthenticated, and matching what ran to them proves the history consistent with itself only: " +
+		"whoever can rewrite the history can rewrite the approvals along with what ran"
 }

@@ -46,6 +46,7 @@ func requireAllVerified(t *testing.T, rep audit.Report) {
 	}
 	assert.Empty(t, rep.Failed())
 	assert.Zero(t, rep.Unverified())
+	assert.Empty(t, rep.Mismatches())
 	assert.True(t, rep.Recorded)
 	assert.Equal(t, "history", rep.PolicyFrom)
 	require.NotNil(t, rep.Policy)

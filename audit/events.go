@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -23,14 +24,60 @@ type auditor struct {
 	engErr   error
 	config   *workflows.WorkerConfig
 	goal     string
-	reqBy    string         // the verified requester
-	startAt  int            // index of the start entry; -1 none
-	updates  map[string]int // update id -> entry index
-	tokens   []pendingToken
-	runRes   *workflows.RunResult
-	traceAt  int64 // the event holding the trace
-	closedAs enumspb.EventType
-	failMsg  string
+	input    []byte // the run's input as the start event holds it
+	approval string // the input's approval ("human", "deny", "always_approve")
+	reqBy    string // the verified requester
+	startAt  int    // index of the start entry; -1 none
+	// continued: the run continued a run of its chain (its input carries
+	// what that run handed over); carried are the grants it handed over.
+	continued bool
+	carried   []workflows.Grant
+	// version is the run's rules version (its GetVersion marker of
+	// versionChangeID); workflow.DefaultVersion (-1) without one.
+	version   int
+	updates   map[string]int          // update id -> entry index
+	inputs    map[int]decisionPayload // entry index -> an approve or reject's payload
+	claims    map[int]signed.Claims   // entry index -> a verified token's claims
+	grantUses map[string][]string     // grant id -> the calls it let through so far
+	tokens    []pendingToken
+	ran       []ranCall // tool activities scheduled, in event order
+	locals    []localRun
+	runRes    *workflows.RunResult
+	traceAt   int64 // the event holding the trace
+	closedAs  enumspb.EventType
+	failMsg   string
+}
+
+// versionChangeID is the change id of AgentRun's rules version
+// (workflows/agentrun.go), and these the versions the audit tells apart.
+const (
+	versionChangeID = "decision-kind"
+	versionKind     = 1 // decisions name their kind (gate or interrupt)
+	versionDigest   = 3 // decisions must name args_digest
+	versionTrust2   = 5 // fail closed to the strictest verdict; start tokens sign input_digest
+)
+
+// decisionPayload is an approve or reject as it came.
+type decisionPayload struct {
+	approve bool
+	in      *workflows.DecisionInput
+}
+
+// ranCall is a tool's activity as its ActivityTaskScheduled event holds it.
+type ranCall struct {
+	at      time.Time
+	eventID int64
+	tool    string // the activity type: the tool's name
+	req     tool.Request
+	bad     string // why its input is not a tool.Request
+}
+
+// localRun is a local activity of a tool (not toolgate's own): its marker
+// records no input, so its arguments are taken from the trace.
+type localRun struct {
+	at      time.Time
+	eventID int64
+	tool    string
 }
 
 func (a *auditor) event(ev *historypb.HistoryEvent) error {
@@ -38,19 +85,36 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 	switch ev.GetEventType() {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 		a.startAt = -1
+		attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 		var in struct {
 			Goal         string `json:"goal"`
+			Approval     string `json:"approval"`
 			RequestToken string `json:"request_token"`
 			Carry        *struct {
-				RequestedBy string `json:"requested_by"`
+				RequestedBy string                  `json:"requested_by"`
+				Config      *workflows.WorkerConfig `json:"config"`
+				Grants      []workflows.Grant       `json:"grants"`
 			} `json:"carry"`
 		}
-		if err := decodePayload(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+		if err := decodePayload(attrs.GetInput(), &in); err != nil {
 			return fmt.Errorf("the run's input: %w", err)
 		}
-		a.goal = in.Goal
-		if in.Carry != nil {
-			a.reqBy = in.Carry.RequestedBy
+		if ps := attrs.GetInput().GetPayloads(); len(ps) > 0 {
+			a.input = ps[0].GetData()
+		}
+		a.goal, a.approval = in.Goal, in.Approval
+		switch {
+		case in.Carry == nil:
+		case attrs.GetInitiator() != enumspb.CONTINUE_AS_NEW_INITIATOR_WORKFLOW:
+			// A carry only AgentRun itself hands over, continuing as new; one
+			// in a client's start, a cron or a retry is not the chain's.
+			a.rep.Notes = append(a.rep.Notes, fmt.Sprintf("the run's input carries a previous run's state, but the run was started by %s, not continued as new by AgentRun: "+
+				"the tool specs, policy, requester and grants in that carry are not the chain's and are not taken", attrs.GetInitiator()))
+		default:
+			a.continued, a.reqBy, a.carried = true, in.Carry.RequestedBy, in.Carry.Grants
+			if in.Carry.Config != nil {
+				a.takeConfig(in.Carry.Config)
+			}
 			a.rep.Notes = append(a.rep.Notes, "a continued run: its earlier decisions are in the histories of the runs before it")
 		}
 		if in.RequestToken != "" {
@@ -60,7 +124,16 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 			a.tokens = append(a.tokens, pendingToken{at: a.startAt, token: in.RequestToken, action: signed.ActionStart})
 		}
 	case enumspb.EVENT_TYPE_MARKER_RECORDED:
-		return a.marker(ev.GetMarkerRecordedEventAttributes())
+		return a.marker(at, id, ev.GetMarkerRecordedEventAttributes())
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		s := ev.GetActivityTaskScheduledEventAttributes()
+		rc := ranCall{at: at, eventID: id, tool: s.GetActivityType().GetName()}
+		if err := decodePayload(s.GetInput(), &rc.req); err != nil {
+			rc.bad = err.Error()
+		} else if rc.req.CallID == "" {
+			rc.bad = "no call_id"
+		}
+		a.ran = append(a.ran, rc)
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 		u := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
 		req := u.GetAcceptedRequest()
@@ -118,30 +191,60 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 	return nil
 }
 
-// marker takes the worker's config (and so its policy) from the
-// toolgate.config local activity's marker.
-func (a *auditor) marker(m *historypb.MarkerRecordedEventAttributes) error {
-	if m.GetMarkerName() != "LocalActivity" || a.config != nil {
+// marker takes the run's rules version from its GetVersion marker, the
+// worker's config (and so its policy) from the toolgate.config local
+// activity's marker, and notes every other local activity.
+func (a *auditor) marker(at time.Time, id int64, m *historypb.MarkerRecordedEventAttributes) error {
+	switch m.GetMarkerName() {
+	case "Version":
+		var change string
+		var version int
+		if decodePayload(m.GetDetails()["change-id"], &change) == nil && change == versionChangeID &&
+			decodePayload(m.GetDetails()["version"], &version) == nil {
+			a.version = version
+			a.rep.Version = version
+		}
+		return nil
+	case "LocalActivity":
+	default:
 		return nil
 	}
 	var data struct {
 		ActivityType string `json:"ActivityType"`
 	}
-	if err := decodePayload(m.GetDetails()["data"], &data); err != nil || data.ActivityType != workflows.ConfigActivity {
+	if err := decodePayload(m.GetDetails()["data"], &data); err != nil {
+		return nil
+	}
+	switch data.ActivityType {
+	case workflows.ConfigActivity:
+	case workflows.ChainActivity:
+		return nil
+	default:
+		a.locals = append(a.locals, localRun{at: at, eventID: id, tool: data.ActivityType})
+		return nil
+	}
+	if a.config != nil {
 		return nil
 	}
 	var cfg workflows.WorkerConfig
 	if err := decodePayload(m.GetDetails()["result"], &cfg); err != nil {
 		return fmt.Errorf("the %s marker's result: %w", workflows.ConfigActivity, err)
 	}
-	a.config = &cfg
+	a.takeConfig(&cfg)
+	return nil
+}
+
+// takeConfig holds the run to the worker's config it recorded (its
+// toolgate.config marker, or for a continued run the carry): its tool specs
+// and its policy, unless the caller gave one.
+func (a *auditor) takeConfig(cfg *workflows.WorkerConfig) {
+	a.config = cfg
 	if cfg.Policy != nil {
 		a.rep.Recorded = true
 		if a.pol == nil {
 			a.pol = cfg.Policy
 		}
 	}
-	return nil
 }
 
 // pendingToken is a token to verify once the whole history is read (the
@@ -165,6 +268,7 @@ func (a *auditor) decision(at time.Time, id int64, via, name string, p *commonpb
 			break
 		}
 		e.CallID, e.Digest = in.CallID, in.ArgsDigest
+		a.inputs[len(a.rep.Entries)] = decisionPayload{approve: name == workflows.UpdateApprove, in: &in}
 		if in.Token == "" {
 			e.Kind, e.Approver = KindUnsigned, in.Approver
 			e.Result = name // what it asked for; the update's answer replaces it
@@ -213,6 +317,7 @@ func (a *auditor) finish() {
 			}
 		}
 	}
+	a.executions()
 	a.trace()
 	switch a.closedAs {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:

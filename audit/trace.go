@@ -69,7 +69,8 @@ func (a *auditor) trace() {
 }
 
 // checkRule evaluates the policy's rules again on the call's recorded
-// arguments: they must decide want by the rule the trace names.
+// arguments, as the run's rules version did: they must decide want by the
+// rule the trace names.
 func (a *auditor) checkRule(r workflows.TraceRecord, want policy.Decide) error {
 	switch {
 	case a.pol == nil:
@@ -90,7 +91,7 @@ func (a *auditor) checkRule(r workflows.TraceRecord, want policy.Decide) error {
 	if spec == nil {
 		return fmt.Errorf("tool %q is not in the worker's recorded config", r.Tool)
 	}
-	v := a.engine.Evaluate(r.Tool, spec.Destructive, r.Args, a.reqBy)
+	v := a.evaluate(r.Tool, spec.Destructive, r.Args)
 	if v.Rule != r.Rule || v.Decide != want {
 		got := "no rule"
 		if v.Rule != "" {

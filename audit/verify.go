@@ -30,14 +30,15 @@ func (a *auditor) verify(t pendingToken) {
 	if c.Grant != nil {
 		e.Tool = c.Grant.Tool
 	}
-	if t.action == signed.ActionStart && err == nil && e.Applied {
-		a.reqBy = c.Approver
+	if t.action == signed.ActionStart && err == nil && e.Applied && !a.continued {
+		a.reqBy = c.Approver // a continued run keeps the chain's requester (its carry)
 	}
 	if err != nil {
 		e.Problem = err.Error()
 		return
 	}
 	e.Verified = true
+	a.claims[t.at] = c
 }
 
 func (a *auditor) check(t pendingToken) (signed.Claims, error) {
@@ -64,8 +65,8 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 		return c, fmt.Errorf("the token signs %q but came as %q", c.Action, t.action)
 	}
 	if t.action == signed.ActionStart {
-		if c.GoalDigest != workflows.GoalDigest(a.goal) {
-			return c, errors.New("the token signs another goal (goal_digest is not the SHA-256 of this run's goal)")
+		if err := a.checkStart(c); err != nil {
+			return c, err
 		}
 	}
 	if in := t.in; in != nil {
@@ -98,8 +99,50 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 	return c, nil
 }
 
-// callTool is the tool of a call, from the trace; "" if unknown.
+// checkStart checks what a verified start token starts: the run's whole
+// input (input_digest, rules version 5 and later) or its goal (goal_digest,
+// as runs of version 4 and older checked it). A continued run's input is its
+// predecessor's with the carry added, re-encoded: the chain's first run
+// checked the input_digest (its history holds the proof), so here only the
+// goal, which continue-as-new keeps, is checked.
+func (a *auditor) checkStart(c signed.Claims) error {
+	if a.version >= versionTrust2 && !a.continued {
+		d, err := workflows.InputDigest(a.input)
+		switch {
+		case err != nil:
+			return fmt.Errorf("the run's input cannot be digested: %v", err)
+		case c.InputDigest == "":
+			return fmt.Errorf("the token signs no input_digest: a run of rules version %d starts only with a token over its whole input", a.version)
+		case c.InputDigest != d:
+			return fmt.Errorf("the token signs another input: its input_digest %s is not this run's input's (%s, request_token left out)", clipDigest(c.InputDigest), clipDigest(d))
+		}
+		return nil
+	}
+	if a.continued && c.GoalDigest == "" {
+		return nil
+	}
+	if c.GoalDigest != workflows.GoalDigest(a.goal) {
+		return errors.New("the token signs another goal (goal_digest is not the SHA-256 of this run's goal)")
+	}
+	return nil
+}
+
+// clipDigest is a digest as a message shows it: its first 12 characters.
+func clipDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12] + "…"
+	}
+	return d
+}
+
+// callTool is the tool of a call, from its activity or the trace; "" if
+// unknown.
 func (a *auditor) callTool(callID string) string {
+	for _, rc := range a.ran {
+		if rc.req.CallID == callID && callID != "" {
+			return rc.tool
+		}
+	}
 	if a.runRes == nil || callID == "" {
 		return ""
 	}

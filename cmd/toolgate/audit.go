@@ -15,9 +15,11 @@ import (
 
 // audit is `toolgate audit HISTORY.json... [--policy FILE]`: list every
 // decision of exported histories (`temporal workflow show --output json`)
-// with who made it, under which rule, and whether its signature verifies
+// with who made it, under which rule, and whether its signature verifies,
+// and every executed call that needed a decision with what let it run
 // (package audit). It fails (exit status 1) if a signed decision does not
-// verify, or a rule or grant decision is not backed by the policy.
+// verify, a rule or grant decision is not backed by the policy, or what a
+// call ran with is not what was approved.
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := c.flags("audit")
 	policyFile := fs.String("policy", "", "verify against this policy file, kept apart from the runs, instead of the policy recorded in each history")
@@ -33,8 +35,9 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		if pol, err = policy.Load(*policyFile); err != nil {
 			return err
 		}
+		warnPolicy(c.stderr, *policyFile, pol)
 	}
-	var decisions, unverified, failed, unreadable int
+	var decisions, unverified, failed, executed, mismatched, unreadable int
 	for i, f := range files {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
@@ -52,13 +55,23 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		decisions += len(rep.Entries)
 		unverified += rep.Unverified()
 		failed += len(rep.Failed())
+		executed += len(rep.Executions)
+		mismatched += len(rep.Mismatches())
 	}
 	if len(files) > 1 {
-		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified\n", plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified)
+		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run\n",
+			plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified, plural(executed, "executed call"), mismatched)
+	}
+	var fails []string
+	if failed > 0 {
+		fails = append(fails, plural(failed, "decision")+" not verified")
+	}
+	if mismatched > 0 {
+		fails = append(fails, plural(mismatched, "executed call")+" not matching what let it run")
 	}
 	switch {
-	case failed > 0:
-		return &exitError{code: 1, err: fmt.Errorf("audit failed: %s not verified", plural(failed, "decision"))}
+	case len(fails) > 0:
+		return &exitError{code: 1, err: fmt.Errorf("audit failed: %s", strings.Join(fails, ", "))}
 	case unreadable > 0:
 		return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d histories could not be read", unreadable, len(files))}
 	}
@@ -106,6 +119,45 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 	fmt.Fprintf(w, "%s, %d not verified", plural(len(rep.Entries), "decision"), rep.Unverified())
 	if n := len(rep.Failed()); n > 0 {
 		fmt.Fprintf(w, ", %d of them FAIL the audit", n)
+	}
+	fmt.Fprintln(w)
+	printExecutions(w, rep)
+}
+
+// printExecutions prints the calls the run executed that needed a decision,
+// each with what let it run and whether what ran is what was approved.
+func printExecutions(w io.Writer, rep audit.Report) {
+	if len(rep.Executions) == 0 {
+		fmt.Fprintln(w, "no executed call needed a decision")
+		return
+	}
+	fmt.Fprintln(w, "executed calls, each matched to what let it run:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tCALL\tTOOL\tRAN WITH\tDIGEST\tLET THROUGH BY\tCHECK")
+	unbound := 0
+	for _, x := range rep.Executions {
+		at := "-"
+		if !x.At.IsZero() {
+			at = x.At.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		check := "matches: " + x.Basis
+		switch {
+		case x.Unbound:
+			check = "NOT TIED: " + x.Problem
+			unbound++
+		case !x.Matched:
+			check = "MISMATCH: " + x.Problem
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at, cell(x.CallID, 24), cell(x.Tool, 60), cell(string(x.Args), 80),
+			dash(short(x.Digest)), cell(x.By, 40), truncate(oneLine(check), 1200))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%s checked", plural(len(rep.Executions), "executed call"))
+	if unbound > 0 {
+		fmt.Fprintf(w, ", %d not tied (the history cannot tell)", unbound)
+	}
+	if n := len(rep.Mismatches()); n > 0 {
+		fmt.Fprintf(w, ", %d of them do NOT match what let them run: they FAIL the audit", n)
 	}
 	fmt.Fprintln(w)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/signed"
 )
 
@@ -55,9 +57,19 @@ func TestAuditVerified(t *testing.T) {
 		"grant update - carol - - g-1 refund verified",
 		"approve (edit f5eb93faf949) update c-1 bob - 8d94314b3036 approved verified",
 		"grant-use trace c-2 grant:carol - 063561713fea grant g-1, use 1 of 1 verified",
-	}, rows)
-	assert.Contains(t, out, "3 decisions, 0 not verified\n")
-	assert.Contains(t, out, "total: 6 decisions in 2 histories, 0 not verified\n")
+	}, append(rows[0:3:3], rows[4:7]...), "the decisions")
+	require.Len(t, rows, 9)
+	assert.Equal(t, []string{
+		`c-1 refund {"amount_cents":30000,"booking_id":"BK-2"} 5047d101fb25 bob, carol matches: approved by bob, carol (needed 2 distinct approvers with role finance, as rule large-refunds asks)`,
+		`c-1 refund {"amount_cents":8000,"booking_id":"BK-1"} f5eb93faf949 bob matches: approved by bob (needed 1 approver with role finance, as the tool's default asks)`,
+		`c-2 refund {"amount_cents":5000,"booking_id":"BK-1"} 063561713fea grant:carol matches: grant g-1 by carol (refund when args.amount_cents <= 5000), answering ask by the tool's default for 1 approver with role finance`,
+	}, []string{rows[3], rows[7], rows[8]}, "the executed calls")
+	assert.Contains(t, out, "note: without --policy (a copy of the policy kept apart from the history) this audit proves the history consistent with itself only: "+
+		"whoever can rewrite the history can rewrite the policy and keys it records too\n")
+	assert.Contains(t, out, "3 decisions, 0 not verified\nexecuted calls, each matched to what let it run:\n")
+	assert.Contains(t, out, "1 executed call checked\n")
+	assert.Contains(t, out, "2 executed calls checked\n")
+	assert.Contains(t, out, "total: 6 decisions in 2 histories, 0 not verified; 3 executed calls checked, 0 not matching what let them run\n")
 }
 
 func TestAuditNoPolicy(t *testing.T) {
@@ -72,10 +84,17 @@ func TestAuditNoPolicy(t *testing.T) {
 // (base64 JSON in the exported history) and writes the result to a temp file.
 func editUpdate(t *testing.T, fixture string, change func(map[string]any)) string {
 	t.Helper()
+	return editPayload(t, fixture, `"name": "approve"`, change)
+}
+
+// editPayload rewrites the first payload after the first occurrence of
+// after in the fixture's JSON and writes the result to a temp file.
+func editPayload(t *testing.T, fixture, after string, change func(map[string]any)) string {
+	t.Helper()
 	src, err := os.ReadFile(filepath.Join(auditHistories, fixture))
 	require.NoError(t, err)
 	s := string(src)
-	i := strings.Index(s, `"name": "approve"`)
+	i := strings.Index(s, after)
 	require.Positive(t, i)
 	j := strings.Index(s[i:], `"data": "`) + i + len(`"data": "`)
 	k := strings.IndexByte(s[j:], '"') + j
@@ -107,6 +126,41 @@ func TestAuditTampered(t *testing.T) {
 	assert.ErrorContains(t, err, "audit failed: 1 decision not verified")
 	assert.Regexp(t, `approve +update +c-3 +alice .*NOT VERIFIED: bad signature`, out)
 	assert.Contains(t, out, "3 decisions, 1 not verified, 1 of them FAIL the audit\n")
+}
+
+// The issue's history: the refund that ran was changed from what bob and
+// carol approved. Every signature verifies; the executed call does not
+// match, and the audit fails saying which call, what ran and what was
+// approved.
+func TestAuditTamperedExecution(t *testing.T) {
+	file := editPayload(t, "policy_quorum.json", `"activityTaskScheduledEventAttributes"`, func(req map[string]any) {
+		req["args"].(map[string]any)["amount_cents"] = 4000000
+	})
+	out, err := runAudit(t, file)
+	assert.Equal(t, 1, exitCode(err), out)
+	assert.EqualError(t, err, "audit failed: 1 executed call not matching what let it run")
+	assert.Contains(t, out, "3 decisions, 0 not verified\n")
+	assert.Regexp(t, `c-1 +refund +\{"amount_cents":4000000,"booking_id":"BK-2"\} +[0-9a-f]{12} +bob, carol +MISMATCH: c-1 refund ran \{"amount_cents":4000000,"booking_id":"BK-2"\} \(digest [0-9a-f]{12}…\), `+
+		`but it needed 2 distinct approvers with role finance approving what ran \(as rule large-refunds asks\), and has 0; `+
+		`what was approved: bob approved digest 5047d101fb25… = \{"amount_cents":30000,"booking_id":"BK-2"\}; carol approved digest 5047d101fb25… = \{"amount_cents":30000,"booking_id":"BK-2"\}\n`, out)
+	assert.Contains(t, out, "1 executed call checked, 1 of them do NOT match what let them run: they FAIL the audit\n")
+
+	// against the policy kept apart, no note says the proof is the history's own
+	pol := filepath.Join(t.TempDir(), "policy.json")
+	rep, err := audit.File(filepath.Join(auditHistories, "policy_quorum.json"), nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(pol, must(json.Marshal(rep.Policy)), 0o644))
+	out, err = runAudit(t, file, "--policy", pol)
+	assert.Equal(t, 1, exitCode(err), out)
+	assert.Contains(t, out, "MISMATCH: c-1 refund ran")
+	assert.NotContains(t, out, "consistent with itself only")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // Text from the run (here an unsigned approver's name) is printed escaped.
@@ -157,4 +211,50 @@ func TestAuditUsage(t *testing.T) {
 	out, err := runAudit(t, filepath.Join(t.TempDir(), "missing.json"))
 	assert.Equal(t, 1, exitCode(err))
 	assert.Contains(t, out, "missing.json")
+}
+
+// shadowedPolicy is a policy whose deny rule comes after an allow rule of
+// the same tool, its keys filled in.
+func shadowedPolicy(t *testing.T) string {
+	t.Helper()
+	pub, _, err := signed.GenerateKey()
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "shadowed.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`approvers:
+  bob: {key: "`+signed.FormatPublicKey(pub)+`", roles: [finance]}
+tools:
+  refund:
+    rules:
+      - {id: small-refunds, when: "args.amount_cents <= 5000", decide: allow}
+      - {id: no-test-refunds, when: "has(args.reason) && args.reason.contains('test')", decide: deny}
+`), 0o644))
+	return file
+}
+
+const shadowWarning = ": tool refund: deny rule no-test-refunds (tools.refund.rules[1]) comes after allow rule small-refunds (rules[0])"
+
+// audit --policy warns on stderr about a deny rule an earlier allow shadows.
+func TestAuditPolicyWarns(t *testing.T) {
+	file := shadowedPolicy(t)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"audit", "--policy", file, filepath.Join(auditHistories, "approve_v3.json")},
+		strings.NewReader(""), &stdout, &stderr)
+	// (the history records no policy: against one, its unsigned approval lets nothing run)
+	assert.Equal(t, 1, exitCode(err), stdout.String())
+	assert.Contains(t, stdout.String(), "MISMATCH: c-3 close_ticket ran")
+	assert.Contains(t, stderr.String(), "policy: warning: "+file+shadowWarning)
+	assert.NotContains(t, stdout.String(), "warning", "the warning goes to stderr only")
+}
+
+// dev and worker load their --policy through workerOptions, which warns.
+func TestWarnPolicyWorkerOptions(t *testing.T) {
+	file := shadowedPolicy(t)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	sv := servingFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--policy", file}))
+	var stderr bytes.Buffer
+	wo, err := sv.workerOptions(&telemetry{}, &stderr)
+	require.NoError(t, err)
+	require.NotNil(t, wo.policy)
+	assert.Equal(t, "policy: warning: "+file+shadowWarning+": a call both match is allowed, so no-test-refunds never denies it (small-refunds shadows it); put no-test-refunds first\n", stderr.String())
 }

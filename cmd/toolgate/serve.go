@@ -138,7 +138,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
-	wo, err := sv.workerOptions(tel)
+	wo, err := sv.workerOptions(tel, c.stderr)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	wo, err := sv.workerOptions(tel)
+	wo, err := sv.workerOptions(tel, c.stderr)
 	if err != nil {
 		return err
 	}
@@ -250,6 +250,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		if ds, err = loadDemoPolicy(*policyFile, filepath.Join(*data, "keys")); err != nil {
 			return err
 		}
+		warnPolicy(c.stderr, *policyFile, ds.policy)
 		wo.policy = ds.policy
 		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -49,16 +50,25 @@ type workerOptions struct {
 	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
 }
 
-func (sv serving) workerOptions(tel *telemetry) (workerOptions, error) {
+func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions, error) {
 	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB, interceptors: tel.interceptors}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {
 			return wo, err
 		}
+		warnPolicy(stderr, *sv.policyFile, p)
 		wo.policy = p
 	}
 	return wo, nil
+}
+
+// warnPolicy prints what a policy loaded from file probably does not mean
+// (policy.Policy.Warnings) on w, one line each: "policy: warning: …".
+func warnPolicy(w io.Writer, file string, p *policy.Policy) {
+	for _, msg := range p.Warnings() {
+		fmt.Fprintf(w, "policy: warning: %s: %s\n", oneLine(file), msg)
+	}
 }
 
 // telemetry is where a worker reports: a Prometheus endpoint (metrics) and

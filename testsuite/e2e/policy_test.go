@@ -22,7 +22,7 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// policyYAML is the issue's policy; the three keys are filled in.
+// policyYAML is the issue's policy (the README's, its deny first); the three keys are filled in.
 const policyYAML = `
 approvers:
   alice: {key: "%s", roles: [support]}
@@ -32,9 +32,9 @@ tools:
   close_ticket: {approvers: {roles: [support]}}
   refund:
     rules:
+      - {id: no-test-refunds, when: "has(args.reason) && args.reason.contains('test')", decide: deny}
       - {id: small-refunds, when: "args.amount_cents <= 5000", decide: allow}
       - {id: large-refunds, when: "args.amount_cents > 50000", decide: ask, approvers: {roles: [finance], count: 2}}
-      - {id: no-test-refunds, when: "has(args.reason) && args.reason.contains('test')", decide: deny}
     approvers: {roles: [finance]}
 `
 
