@@ -69,13 +69,14 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 }
 
 // listen applies signals as they arrive, for the life of the run.
-// From rules version 5 it waits until the run is configured: a continued
-// run's parked calls are pending from its first task, and no decision on
-// them may be taken before its policy is loaded.
+// A run that took up parked calls waits until it is configured: those calls
+// are pending from its first task, and no decision on them may be taken
+// before its policy is loaded.
 func (r *run) listen(ctx workflow.Context) {
+	gated := len(r.resumed) > 0
 	for ctx.Err() == nil {
 		if workflow.Await(ctx, func() bool {
-			return len(workflow.GetUnhandledSignalNames(ctx)) > 0 && (r.ready || r.version < versionTrust2)
+			return len(workflow.GetUnhandledSignalNames(ctx)) > 0 && (r.ready || !gated)
 		}) != nil {
 			return
 		}

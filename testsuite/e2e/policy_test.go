@@ -271,7 +271,9 @@ func TestPolicyEndToEnd(t *testing.T) {
 		if out := s.decide(id, true, s.as("bob"), "c-3"); out.Err != nil || out.Result.Decision != workflows.DecisionCounted || out.Result.Needed != 2 {
 			t.Fatalf("bob approves c-3: %v, want counted (1 of 2)", out)
 		}
-		refused(t, "bob twice", s.decide(id, true, s.as("bob"), "c-3").Err, tgclient.ErrUnauthorized, "bob has already approved call c-3")
+		again := s.as("bob")
+		again.Text = "ok by bob, again" // a token of its own: the same token sent again is a replay
+		refused(t, "bob twice", s.decide(id, true, again, "c-3").Err, tgclient.ErrUnauthorized, "bob has already approved call c-3")
 		s.checkDone(id, "c-1 refund 3000", "c-2 refund 9000")
 		if out := s.decide(id, true, s.as("carol"), "c-3"); out.Err != nil || out.Result.Decision != workflows.TraceApproved ||
 			!equal(out.Result.ApprovedBy, []string{"bob", "carol"}) {
