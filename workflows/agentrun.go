@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -193,31 +192,6 @@ func (r *run) configure(ctx workflow.Context) error {
 	return nil
 }
 
-// checkChain makes sure the carry was written by this workflow's own code: the
-// run it was continued from must be an AgentRun on this task queue. (A client
-// cannot start a run "continued"; but a workflow of its own, on its own task
-// queue, could continue as new into AgentRun with any input.)
-func (r *run) checkChain(lctx workflow.Context) error {
-	info := workflow.GetInfo(lctx)
-	req := ChainRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.ContinuedExecutionRunID}
-	var prev ChainInfo
-	if err := workflow.ExecuteLocalActivity(lctx, ChainActivity, req).Get(lctx, &prev); err != nil {
-		return fmt.Errorf("carry refused: cannot tell which run it came from (%s): %w", req.RunID, err)
-	}
-	if prev.WorkflowType != WorkflowName || prev.TaskQueue != info.TaskQueueName {
-		return fmt.Errorf("carry refused: it came from run %s of workflow type %q on task queue %q; only an %s on task queue %q may hand state to this run",
-			req.RunID, clip(prev.WorkflowType, MaxNameBytes), clip(prev.TaskQueue, MaxNameBytes), WorkflowName, info.TaskQueueName)
-	}
-	if continued := enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW.String(); r.version >= versionTrust2 && prev.Status != continued {
-		// A cron or retry successor gets the input its predecessor was
-		// started with, carry and all: whoever wrote that input, it was not
-		// this run's predecessor continuing as new.
-		return fmt.Errorf("carry refused: run %s, which this run follows, closed %s, not %s: only a run that continues as new hands state to the next "+
-			"(a retry or cron successor gets its predecessor's input unchanged, which a client wrote)", req.RunID, clip(prev.Status, MaxNameBytes), continued)
-	}
-	return nil
-}
-
 func withDefaults(in RunInput) RunInput {
 	if in.Approval == "" {
 		in.Approval = PolicyHuman
@@ -303,25 +277,6 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 	}
 }
 
-// endStep feeds a step's outcomes back to the planner, and ends the run if
-// the step says so: it stopped at a call the deny policy blocks, or calls
-// wait and the run continues as new (their step goes on in the next run).
-func (r *run) endStep(ctx workflow.Context, calls []tool.Call, outs []outcome) (RunResult, error, bool) {
-	if r.parking {
-		r.carryParked(calls, outs)
-		return RunResult{}, r.continueAsNew(ctx), true
-	}
-	for i, c := range calls {
-		r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
-			Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
-	}
-	if r.blockedOn != nil {
-		res, err := r.finish(ctx, StatusBlocked)
-		return res, err, true
-	}
-	return RunResult{}, nil, false
-}
-
 // plan asks the planner for the next step: the scripted planner in place, the
 // others as activities (so their answers are in the history and replay never
 // asks again).
@@ -372,56 +327,6 @@ func (r *run) toolInfos() []plan.ToolInfo {
 		infos = append(infos, plan.ToolInfo{Name: s.Name, Description: s.Description, Schema: s.Schema, Destructive: s.Destructive})
 	}
 	return infos
-}
-
-// accept numbers a step's proposals (c-1, c-2, … over the whole session) and
-// records them in the transcript. Proposals beyond MaxCallsPerStep are numbered
-// and answered with an error, not run.
-func (r *run) accept(proposals []tool.Proposal) []tool.Call {
-	calls := make([]tool.Call, len(proposals))
-	for i, p := range proposals {
-		calls[i] = r.newCall(p.Tool, p.Args)
-	}
-	r.addTranscript(plan.Entry{Role: plan.RoleAssistant, Calls: calls})
-	return calls
-}
-
-func (r *run) newCall(toolName string, args []byte) tool.Call {
-	r.Calls++
-	return tool.Call{ID: fmt.Sprintf("c-%d", r.Calls), Tool: toolName, Args: args}
-}
-
-// executeAll executes a step's calls concurrently — each with its own gate
-// decision, so a pending approval holds back only its own call — and returns
-// the outcomes in proposal order.
-func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
-	outs := make([]outcome, len(calls))
-	wg := workflow.NewWaitGroup(ctx)
-	argsBytes := 0
-	for i, c := range calls {
-		if len(c.Args) <= MaxArgsBytes { // a larger call is refused on its own
-			argsBytes += len(c.Args)
-		}
-		msg := ""
-		switch {
-		case i >= MaxCallsPerStep:
-			msg = fmt.Sprintf("not run: a step may propose at most %d calls", MaxCallsPerStep)
-		case argsBytes > MaxStepArgsBytes && r.version >= versionTrust2:
-			msg = fmt.Sprintf("not run: a step's calls may carry at most %d bytes of arguments in all", MaxStepArgsBytes)
-		}
-		if msg != "" {
-			r.record(c, TraceRecord{Status: TraceError, Error: msg})
-			outs[i] = outcome{Status: TraceError, Error: msg}
-			continue
-		}
-		wg.Add(1)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			defer wg.Done()
-			outs[i] = r.execute(ctx, c, 0)
-		})
-	}
-	wg.Wait(ctx)
-	return outs
 }
 
 // record appends one event to the trace, bounded (clipRecord, appendTrace),

@@ -1,6 +1,11 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
+)
 
 // continueAsNewDue reports whether the run should continue as new: Temporal
 // suggests it, or the history reached the run's own limit. A run that has not
@@ -49,4 +54,29 @@ func yield(ctx workflow.Context) {
 	done := false
 	workflow.Go(ctx, func(workflow.Context) { done = true })
 	_ = workflow.Await(ctx, func() bool { return done })
+}
+
+// checkChain makes sure the carry was written by this workflow's own code: the
+// run it was continued from must be an AgentRun on this task queue. (A client
+// cannot start a run "continued"; but a workflow of its own, on its own task
+// queue, could continue as new into AgentRun with any input.)
+func (r *run) checkChain(lctx workflow.Context) error {
+	info := workflow.GetInfo(lctx)
+	req := ChainRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.ContinuedExecutionRunID}
+	var prev ChainInfo
+	if err := workflow.ExecuteLocalActivity(lctx, ChainActivity, req).Get(lctx, &prev); err != nil {
+		return fmt.Errorf("carry refused: cannot tell which run it came from (%s): %w", req.RunID, err)
+	}
+	if prev.WorkflowType != WorkflowName || prev.TaskQueue != info.TaskQueueName {
+		return fmt.Errorf("carry refused: it came from run %s of workflow type %q on task queue %q; only an %s on task queue %q may hand state to this run",
+			req.RunID, clip(prev.WorkflowType, MaxNameBytes), clip(prev.TaskQueue, MaxNameBytes), WorkflowName, info.TaskQueueName)
+	}
+	if continued := enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW.String(); r.version >= versionTrust2 && prev.Status != continued {
+		// A cron or retry successor gets the input its predecessor was
+		// started with, carry and all: whoever wrote that input, it was not
+		// this run's predecessor continuing as new.
+		return fmt.Errorf("carry refused: run %s, which this run follows, closed %s, not %s: only a run that continues as new hands state to the next "+
+			"(a retry or cron successor gets its predecessor's input unchanged, which a client wrote)", req.RunID, clip(prev.Status, MaxNameBytes), continued)
+	}
+	return nil
 }
