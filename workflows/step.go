@@ -3,9 +3,10 @@ package workflows
 import (
 	"fmt"
 
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
-	"go.temporal.io/sdk/workflow"
 )
 
 // This file is a planner step's calls: numbered, executed together (each
