@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -118,6 +119,18 @@ type candidate struct {
 	need   Approvers
 }
 
+// strictness orders candidates: a deny above every ask, an ask by its
+// quorum, an allow below both.
+func (c candidate) strictness() int {
+	switch c.decide {
+	case Deny:
+		return math.MaxInt
+	case Ask:
+		return c.need.Count
+	}
+	return -1
+}
+
 func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedBy string, strictest bool) Verdict {
 	t, ok := e.tools[tool]
 	if !ok {
@@ -187,15 +200,14 @@ func (e *Engine) evaluate(tool string, destructive bool, args []byte, requestedB
 // applies when the others do not (a rule that surely holds, or the tool's
 // default).
 func failClosed(v Verdict, could []candidate) Verdict {
-	pick := len(could) - 1
+	pick := -1
 	for i, c := range could {
-		if c.decide == Deny {
-			pick = i
-			break
-		}
-		if c.decide == Ask && (could[pick].decide != Ask || c.need.Count > could[pick].need.Count || c.need.Count == could[pick].need.Count && i < pick) {
+		if c.decide != Allow && (pick < 0 || c.strictness() > could[pick].strictness()) {
 			pick = i
 		}
+	}
+	if pick < 0 {
+		pick = len(could) - 1
 	}
 	v.FailedClosed = true
 	c := could[pick]

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -155,6 +156,11 @@ func TestCompileCopiesPolicy(t *testing.T) {
 	require.NoError(t, err)
 	e, err := Compile(p)
 	require.NoError(t, err)
+	p.RequireSignedStart, p.MaxTokenLifetime = true, "15m"
+	e2, err := Compile(p)
+	require.NoError(t, err)
+	assert.True(t, e2.Policy().RequireSignedStart)
+	assert.Equal(t, 15*time.Minute, e2.Policy().TokenLifetime())
 	p.Tools["refund"].Rules[1].Approvers.Roles[0] = "support"
 	delete(p.Approvers, "bob")
 	assert.Equal(t, finance2, e.Evaluate("refund", true, []byte(`{"amount_cents":60000}`), "").Need)
@@ -221,6 +227,11 @@ func TestEvaluateFailsClosedToTheStrictest(t *testing.T) {
       - {id: goodwill-two, when: "args.amount_cents > 20000", decide: ask, approvers: {roles: [finance], count: 2}}
       - {id: goodwill-huge, when: "args.amount_cents > 1000000", decide: deny}
     approvers: {roles: [finance]}
+  mixed:
+    rules:
+      - {id: m-two, when: "args.x > 1", decide: ask, approvers: {roles: [finance], count: 2}}
+      - {id: m-support, when: "args.y > 1", decide: ask, approvers: {roles: [support]}}
+      - {id: m-one, when: "true", decide: ask}
   lenient:
     rules:
       - {id: lenient-a, when: "args.x == 1", decide: allow}
@@ -243,6 +254,10 @@ func TestEvaluateFailsClosedToTheStrictest(t *testing.T) {
 			Verdict{Rule: "goodwill-one", Decide: Ask, Need: support1, FailedClosed: true}},
 		{"nothing holds surely: the default is a candidate", "goodwill", `{"amount_cents":500}`,
 			Verdict{Decide: Ask, Need: finance1, FailedClosed: true}},
+		{"a larger quorum that could hold before a smaller one that surely does", "mixed", `{}`,
+			Verdict{Rule: "m-two", Decide: Ask, Need: finance2, FailedClosed: true}},
+		{"of equal quorums, the earliest", "mixed", `{"x":0}`,
+			Verdict{Rule: "m-support", Decide: Ask, Need: support1, FailedClosed: true}},
 		{"every candidate allows: allowed, by the tool's default", "lenient", `{}`,
 			Verdict{Decide: Allow, FailedClosed: true}},
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
@@ -282,4 +283,55 @@ func TestParkedCallsWaitForThePolicy(t *testing.T) {
 	require.Error(t, early.err)
 	require.Equal(t, workflows.StatusCompleted, res.Status)
 	require.Empty(t, f.desk.payments)
+}
+
+// An answer to a tool's question counts against MaxWaitingBytes too: a
+// quorum answering every waiting question with 16 KiB is refused past it.
+func TestWaitingAnswersAreBounded(t *testing.T) {
+	s := newSigners(t)
+	s.policy.Tools["book_hotel"] = policy.Tool{Approvers: &policy.Approvers{Roles: []string{"finance"}, Count: 2}}
+	f := newFixture(t, withPolicy(s.policy))
+	var calls []tool.Proposal
+	for i := range 40 {
+		calls = append(calls, call("book_hotel", fmt.Sprintf(`{"guest":"guest %d';"}`, i)))
+	}
+	gate := func(name string) func() {
+		return func() {
+			for _, it := range f.state().Interrupts {
+				s.decide(f, name, signed.ActionApprove, it.CallID, nil)
+			}
+		}
+	}
+	var answers []*updateOutcome
+	f.at(time.Minute, gate("bob"))
+	f.at(2*time.Minute, gate("carol")) // every gate passes; each run of book_hotel asks its question
+	f.at(3*time.Minute, func() {
+		st := f.state()
+		require.Len(t, st.Interrupts, 40)
+		for _, it := range st.Interrupts {
+			data := fmt.Sprintf(`{"note":%q}`, strings.Repeat("d", 15<<10)+it.CallID)
+			answers = append(answers, s.decide(f, "bob", signed.ActionApprove, it.CallID, func(c *signed.Claims, in *workflows.DecisionInput) {
+				in.Kind, c.Kind = workflows.KindInterrupt, string(workflows.KindInterrupt)
+				in.Data = []byte(data)
+				canon, _ := tool.Canonical([]byte(data))
+				c.DataDigest = sha256Hex(string(canon))
+			}))
+		}
+	})
+	var refused int
+	f.at(4*time.Minute, func() {
+		for _, a := range answers {
+			if a.err != nil {
+				require.ErrorContains(t, a.err, "data refused: the calls waiting now would hold more than 524288 bytes")
+				refused++
+			}
+		}
+		for _, it := range f.state().Interrupts {
+			s.decide(f, "carol", signed.ActionReject, it.CallID, nil)
+		}
+	})
+	f.run(scripted(calls))
+	require.Greater(t, refused, 0, "some answers were past the bound")
+	require.Less(t, refused, 40, "the answers within it were taken")
+	require.Empty(t, f.desk.bookings)
 }
