@@ -145,10 +145,8 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var d Decision
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		writeError(w, http.StatusBadRequest, "the decision does not decode: %v", err)
+	if err := tool.DecodeExact(body, &d); err != nil {
+		writeError(w, http.StatusBadRequest, "the decision does not decode (strictly: every key once, spelt exactly as its field): %v", err)
 		return
 	}
 	if msg := d.check(); msg != "" {

@@ -323,3 +323,27 @@ func TestEditIsCheckedAgainstTheSchemaBeforeSending(t *testing.T) {
 	require.Len(t, f.decided, 1)
 	assert.JSONEq(t, `{"ticket_id":"TKT-4"}`, string(f.decided[0].EditedArgs))
 }
+
+// The decision endpoint decodes as strictly as the run: a key in another
+// case ("CALL_ID", which encoding/json would take for call_id), a key given
+// twice (in any case), a misspelt key or data after the value is refused,
+// saying why, and nothing is sent.
+func TestDecideDecodesAsStrictlyAsTheRun(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	for body, want := range map[string]string{
+		`{"run":"run-a","decision":"approve","CALL_ID":"c-1","args_digest":"d-c-1","kind":"gate"}`:                 `key "CALL_ID": the field is "call_id"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-9","Call_Id":"c-1","args_digest":"d-c-1","kind":"gate"}`: `key "Call_Id": the field is "call_id"`,
+		`{"Run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate"}`:                 `key "Run": the field is "run"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-9","call_id":"c-1","args_digest":"d-c-1","kind":"gate"}`: `duplicate key "call_id"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digset":"d-c-1","kind":"gate"}`:                 `unknown field "args_digset"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate"} {"run":"run-b"}`: `trailing data after the value`,
+	} {
+		code, out := post(t, srv, body, good(srv))
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %v", body, out)
+		assert.Contains(t, out["error"], want, body)
+		assert.Contains(t, out["error"], "the decision does not decode", body)
+	}
+	assert.Empty(t, f.decided, "nothing refused reached the run")
+}
