@@ -47,52 +47,47 @@ type List struct {
 	Now  time.Time `json:"now"`
 }
 
-// pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N.
+// pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N: one page
+// of runs of the served task queues (Options.TaskQueues), at most size
+// (default Options.PageSize), only those waiting on tool and only run if
+// given. Only the runs of the page are queried.
 func (h *Handler) pending(w http.ResponseWriter, r *http.Request) {
+	if status, msg := sameOrigin(r, false); status != 0 {
+		writeError(w, status, "%s", msg)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	q := r.URL.Query()
-	var page client.PendingPage
-	if run := q.Get("run"); run != "" {
-		st, err := h.b.State(ctx, run)
-		if err != nil {
-			writeDecideError(w, fmt.Errorf("run %s: %w", run, err))
+	opts := client.PendingOptions{PageSize: h.opts.PageSize, TaskQueues: h.opts.TaskQueues,
+		Tool: q.Get("tool"), RunID: q.Get("run"), TraceRecords: h.opts.TraceRecords}
+	if s := q.Get("size"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > client.MaxPageSize {
+			writeError(w, http.StatusBadRequest, "size %q: want a number of runs from 1 to %d", s, client.MaxPageSize)
 			return
 		}
-		page.Calls = []client.PendingCall{}
-		for _, it := range st.Interrupts {
-			page.Calls = append(page.Calls, client.PendingCall{RunID: run, Policy: st.Policy, Goal: st.Goal, Interrupt: it})
-		}
-	} else {
-		opts := client.PendingOptions{}
-		if s := q.Get("size"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > 1000 {
-				writeError(w, http.StatusBadRequest, "size %q: want a number of runs from 1 to 1000", s)
-				return
-			}
-			opts.PageSize = n
-		}
-		if p := q.Get("page"); p != "" {
-			tok, err := base64.RawURLEncoding.DecodeString(p)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "page: not a page token")
-				return
-			}
-			opts.PageToken = tok
-		}
-		var err error
-		if page, err = h.b.Pending(ctx, opts); err != nil {
-			writeError(w, http.StatusBadGateway, "%v", err)
-			return
-		}
+		opts.PageSize = n
 	}
-	writeJSON(w, http.StatusOK, h.list(ctx, page, q.Get("tool")))
+	if p := q.Get("page"); p != "" {
+		tok, err := base64.RawURLEncoding.DecodeString(p)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "page: not a page token")
+			return
+		}
+		opts.PageToken = tok
+	}
+	page, err := h.b.Pending(ctx, opts)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listOf(page))
 }
 
-// list turns a page of waiting calls into what the page shows: only those of
-// toolName (if set), newest first, each with its run's recent trace.
-func (h *Handler) list(ctx context.Context, page client.PendingPage, toolName string) List {
+// listOf turns a page of waiting calls into what the page shows: newest first,
+// each with its run's recent trace.
+func listOf(page client.PendingPage) List {
 	out := List{Calls: []Call{}, Failed: page.Failed, Now: time.Now().UTC()}
 	if out.Failed == nil {
 		out.Failed = []client.RunFailure{}
@@ -100,26 +95,13 @@ func (h *Handler) list(ctx context.Context, page client.PendingPage, toolName st
 	if len(page.NextPageToken) > 0 {
 		out.Next = base64.RawURLEncoding.EncodeToString(page.NextPageToken)
 	}
-	traces := map[string][]workflows.TraceRecord{}
-	traceErrs := map[string]string{}
 	for _, pc := range page.Calls {
-		if toolName != "" && pc.Tool != toolName {
-			continue
-		}
-		if _, ok := traces[pc.RunID]; !ok && traceErrs[pc.RunID] == "" {
-			tr, err := h.b.Trace(ctx, pc.RunID)
-			if err != nil {
-				traceErrs[pc.RunID] = err.Error()
-			} else {
-				traces[pc.RunID] = tr[max(0, len(tr)-h.opts.TraceRecords):]
-			}
-		}
-		tr := traces[pc.RunID]
+		tr := page.Traces[pc.RunID]
 		if tr == nil {
 			tr = []workflows.TraceRecord{}
 		}
 		out.Calls = append(out.Calls, Call{Run: pc.RunID, Policy: pc.Policy, Goal: pc.Goal, Interrupt: pc.Interrupt,
-			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: traceErrs[pc.RunID]})
+			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: page.TraceErrors[pc.RunID]})
 	}
 	slices.SortStableFunc(out.Calls, func(a, b Call) int { return b.RequestedAt.Compare(a.RequestedAt) })
 	return out
@@ -233,13 +215,27 @@ func sameOriginJSON(r *http.Request) (int, string) {
 	if err != nil || mt != "application/json" {
 		return http.StatusUnsupportedMediaType, "a decision is a JSON POST (Content-Type: application/json)"
 	}
+	return sameOrigin(r, true)
+}
+
+// sameOrigin refuses a request of the API another site could make with the
+// browser's credentials: it must carry the Header (a form, an <img> or a
+// <script src> cannot set one, and a cross-site fetch that sets one needs a
+// CORS preflight the inbox never answers), and Sec-Fetch-Site and Origin,
+// where sent, must say this origin. needOrigin: the request must have an
+// Origin (browsers send one with every POST; a same-origin GET has none).
+// It returns 0 if the request passes, else the status and why.
+func sameOrigin(r *http.Request, needOrigin bool) (int, string) {
 	if r.Header.Get(Header) != "1" {
-		return http.StatusForbidden, "a decision carries the " + Header + " header (only the inbox page sends one)"
+		return http.StatusForbidden, fmt.Sprintf("the inbox's API answers the inbox page only: a request carries the %s header, which the page sends and another site's page, form, <img> or <script src> cannot", Header)
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: " + site + ")"
+		return http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: " + site + "): the inbox's API answers the inbox page only"
 	}
 	origin := r.Header.Get("Origin")
+	if origin == "" && !needOrigin {
+		return 0, ""
+	}
 	u, err := url.Parse(origin)
 	if origin == "" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
 		return http.StatusForbidden, fmt.Sprintf("origin %q does not match this inbox (%s): cross-origin request refused", origin, r.Host)

@@ -256,7 +256,7 @@
       if (t) p.set('tool', t);
       if (r) p.set('run', r);
       if (page && !r) p.set('page', page);
-      const resp = await fetch('/api/pending?' + p, { credentials: 'same-origin' });
+      const resp = await fetch('/api/pending?' + p, { credentials: 'same-origin', headers: { 'X-Toolgate-Inbox': '1' } });
       const list = await resp.json();
       if (!resp.ok) throw new Error(list.error || 'HTTP ' + resp.status);
       showError('');
