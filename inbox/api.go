@@ -29,13 +29,27 @@ type Call struct {
 	// Goal is the run's goal.
 	Goal string `json:"goal,omitempty"`
 	workflows.Interrupt
+	// CallArgsText and OriginalArgsText are call_args and original_args as
+	// the exact canonical JSON text the digest is taken of (a number as
+	// written, never through a JavaScript double): what the page shows.
+	CallArgsText     string `json:"call_args_text"`
+	OriginalArgsText string `json:"original_args_text,omitempty"`
 	// Asked is the interrupt's requested_at in Unix nanoseconds, in decimal
 	// (a JavaScript number cannot hold it): a signed decision's "asked".
 	Asked string `json:"asked"`
 	// Trace is the run's most recent trace records, oldest first.
-	Trace []workflows.TraceRecord `json:"trace"`
+	Trace []TraceLine `json:"trace"`
 	// TraceError says why the trace could not be read.
 	TraceError string `json:"trace_error,omitempty"`
+}
+
+// TraceLine is a trace record with its JSON values also as exact canonical
+// text.
+type TraceLine struct {
+	workflows.TraceRecord
+	ArgsText         string `json:"args_text,omitempty"`
+	ResultText       string `json:"result_text,omitempty"`
+	OriginalArgsText string `json:"original_args_text,omitempty"`
 }
 
 // List is one page of waiting calls, newest first.
@@ -86,7 +100,7 @@ func (h *Handler) pending(w http.ResponseWriter, r *http.Request) {
 }
 
 // listOf turns a page of waiting calls into what the page shows: newest first,
-// each with its run's recent trace.
+// each with its run's recent trace and its JSON as exact text.
 func listOf(page client.PendingPage) List {
 	out := List{Calls: []Call{}, Failed: page.Failed, Now: time.Now().UTC()}
 	if out.Failed == nil {
@@ -96,15 +110,33 @@ func listOf(page client.PendingPage) List {
 		out.Next = base64.RawURLEncoding.EncodeToString(page.NextPageToken)
 	}
 	for _, pc := range page.Calls {
-		tr := page.Traces[pc.RunID]
-		if tr == nil {
-			tr = []workflows.TraceRecord{}
+		tr := []TraceLine{}
+		for _, rec := range page.Traces[pc.RunID] {
+			tr = append(tr, TraceLine{TraceRecord: rec, ArgsText: jsonText(rec.Args), ResultText: jsonText(rec.Result),
+				OriginalArgsText: jsonText(rec.OriginalArgs)})
 		}
 		out.Calls = append(out.Calls, Call{Run: pc.RunID, Policy: pc.Policy, Goal: pc.Goal, Interrupt: pc.Interrupt,
+			CallArgsText: jsonText(pc.CallArgs), OriginalArgsText: jsonText(pc.OriginalArgs),
 			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: page.TraceErrors[pc.RunID]})
 	}
 	slices.SortStableFunc(out.Calls, func(a, b Call) int { return b.RequestedAt.Compare(a.RequestedAt) })
 	return out
+}
+
+// jsonText is raw as canonical JSON text ("" for none); JSON that does not
+// canonicalize is given compacted, as it is.
+func jsonText(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	if c, err := tool.Canonical(raw); err == nil {
+		return string(c)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 // Decision is the body of POST /api/decide.

@@ -5,7 +5,8 @@
 // decision as an update bound to the digest the page showed.
 //
 // The page is safe as a web app: a Content-Security-Policy forbids inline
-// script, every string from a run is inserted as text, the API answers only
+// script, every string from a run is inserted as text (control and bidi
+// characters marked, JSON shown from its exact text), the API answers only
 // same-origin requests carrying X-Toolgate-Inbox, and the decide endpoint
 // takes only JSON POSTs, decoded as strictly as the run decodes them. Under
 // a worker policy the page signs decisions in the browser (WebCrypto

@@ -433,3 +433,27 @@ func TestDecideDecodesAsStrictlyAsTheRun(t *testing.T) {
 	}
 	assert.Empty(t, f.decided, "nothing refused reached the run")
 }
+
+// Arguments are served as exact canonical JSON text as well: an integer
+// above 2^53 keeps every digit (a JavaScript double would round
+// 12345678901234567893 to …892), in the call's arguments, the original ones,
+// and the trace's arguments and results.
+func TestArgumentsAreServedAsExactText(t *testing.T) {
+	f := newFake()
+	st := waiting("c-1", "refund", t0)
+	st.Interrupts[0].CallArgs = json.RawMessage(`{ "amount_cents": 12345678901234567893, "rate": 1.50, "note": "\u202eevil" }`)
+	st.Interrupts[0].OriginalArgs = json.RawMessage(`{"amount_cents":9007199254740993}`)
+	f.states["run-a"] = st
+	f.traces["run-a"] = []workflows.TraceRecord{{Seq: 1, CallID: "c-0", Tool: "lookup", Status: "ok",
+		Args: json.RawMessage(`{"id":9007199254740993}`), Result: json.RawMessage(`{"balance":18446744073709551617}`)}}
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	l := list(t, srv, "?run=run-a")
+	require.Len(t, l.Calls, 1)
+	c := l.Calls[0]
+	assert.Equal(t, `{"amount_cents":12345678901234567893,"note":"`+"\u202e"+`evil","rate":1.5}`, c.CallArgsText)
+	assert.Equal(t, `{"amount_cents":9007199254740993}`, c.OriginalArgsText)
+	require.Len(t, c.Trace, 1)
+	assert.Equal(t, `{"id":9007199254740993}`, c.Trace[0].ArgsText)
+	assert.Equal(t, `{"balance":18446744073709551617}`, c.Trace[0].ResultText)
+}
