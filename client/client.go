@@ -35,17 +35,20 @@ type Client struct {
 	// resultCheck is how often Result asks whether the run has closed
 	// while its long poll has not answered (resultCheckInterval).
 	resultCheck time.Duration
+	// queryTimeout bounds the queries of one run while listing (WithQueryTimeout).
+	queryTimeout time.Duration
 }
 
 // Option configures a Client.
 type Option func(*Client)
 
-// WithTaskQueue sets the task queue runs are started on (default workflows.TaskQueue).
+// WithTaskQueue sets the task queue runs are started on, and whose runs
+// Pending lists (default workflows.TaskQueue).
 func WithTaskQueue(q string) Option { return func(c *Client) { c.taskQueue = q } }
 
 // New returns a Client over tc.
 func New(tc sdkclient.Client, opts ...Option) *Client {
-	c := &Client{tc: tc, taskQueue: workflows.TaskQueue, resultCheck: resultCheckInterval}
+	c := &Client{tc: tc, taskQueue: workflows.TaskQueue, resultCheck: resultCheckInterval, queryTimeout: DefaultQueryTimeout}
 	for _, o := range opts {
 		o(c)
 	}

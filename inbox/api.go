@@ -29,13 +29,27 @@ type Call struct {
 	// Goal is the run's goal.
 	Goal string `json:"goal,omitempty"`
 	workflows.Interrupt
+	// CallArgsText and OriginalArgsText are call_args and original_args as
+	// the exact canonical JSON text the digest is taken of (a number as
+	// written, never through a JavaScript double): what the page shows.
+	CallArgsText     string `json:"call_args_text"`
+	OriginalArgsText string `json:"original_args_text,omitempty"`
 	// Asked is the interrupt's requested_at in Unix nanoseconds, in decimal
 	// (a JavaScript number cannot hold it): a signed decision's "asked".
 	Asked string `json:"asked"`
 	// Trace is the run's most recent trace records, oldest first.
-	Trace []workflows.TraceRecord `json:"trace"`
+	Trace []TraceLine `json:"trace"`
 	// TraceError says why the trace could not be read.
 	TraceError string `json:"trace_error,omitempty"`
+}
+
+// TraceLine is a trace record with its JSON values also as exact canonical
+// text.
+type TraceLine struct {
+	workflows.TraceRecord
+	ArgsText         string `json:"args_text,omitempty"`
+	ResultText       string `json:"result_text,omitempty"`
+	OriginalArgsText string `json:"original_args_text,omitempty"`
 }
 
 // List is one page of waiting calls, newest first.
@@ -47,52 +61,47 @@ type List struct {
 	Now  time.Time `json:"now"`
 }
 
-// pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N.
+// pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N: one page
+// of runs of the served task queues (Options.TaskQueues), at most size
+// (default Options.PageSize), only those waiting on tool and only run if
+// given. Only the runs of the page are queried.
 func (h *Handler) pending(w http.ResponseWriter, r *http.Request) {
+	if status, msg := sameOrigin(r, false); status != 0 {
+		writeError(w, status, "%s", msg)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	q := r.URL.Query()
-	var page client.PendingPage
-	if run := q.Get("run"); run != "" {
-		st, err := h.b.State(ctx, run)
-		if err != nil {
-			writeDecideError(w, fmt.Errorf("run %s: %w", run, err))
+	opts := client.PendingOptions{PageSize: h.opts.PageSize, TaskQueues: h.opts.TaskQueues,
+		Tool: q.Get("tool"), RunID: q.Get("run"), TraceRecords: h.opts.TraceRecords}
+	if s := q.Get("size"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > client.MaxPageSize {
+			writeError(w, http.StatusBadRequest, "size %q: want a number of runs from 1 to %d", s, client.MaxPageSize)
 			return
 		}
-		page.Calls = []client.PendingCall{}
-		for _, it := range st.Interrupts {
-			page.Calls = append(page.Calls, client.PendingCall{RunID: run, Policy: st.Policy, Goal: st.Goal, Interrupt: it})
-		}
-	} else {
-		opts := client.PendingOptions{}
-		if s := q.Get("size"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > 1000 {
-				writeError(w, http.StatusBadRequest, "size %q: want a number of runs from 1 to 1000", s)
-				return
-			}
-			opts.PageSize = n
-		}
-		if p := q.Get("page"); p != "" {
-			tok, err := base64.RawURLEncoding.DecodeString(p)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "page: not a page token")
-				return
-			}
-			opts.PageToken = tok
-		}
-		var err error
-		if page, err = h.b.Pending(ctx, opts); err != nil {
-			writeError(w, http.StatusBadGateway, "%v", err)
-			return
-		}
+		opts.PageSize = n
 	}
-	writeJSON(w, http.StatusOK, h.list(ctx, page, q.Get("tool")))
+	if p := q.Get("page"); p != "" {
+		tok, err := base64.RawURLEncoding.DecodeString(p)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "page: not a page token")
+			return
+		}
+		opts.PageToken = tok
+	}
+	page, err := h.b.Pending(ctx, opts)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listOf(page))
 }
 
-// list turns a page of waiting calls into what the page shows: only those of
-// toolName (if set), newest first, each with its run's recent trace.
-func (h *Handler) list(ctx context.Context, page client.PendingPage, toolName string) List {
+// listOf turns a page of waiting calls into what the page shows: newest first,
+// each with its run's recent trace and its JSON as exact text.
+func listOf(page client.PendingPage) List {
 	out := List{Calls: []Call{}, Failed: page.Failed, Now: time.Now().UTC()}
 	if out.Failed == nil {
 		out.Failed = []client.RunFailure{}
@@ -100,29 +109,34 @@ func (h *Handler) list(ctx context.Context, page client.PendingPage, toolName st
 	if len(page.NextPageToken) > 0 {
 		out.Next = base64.RawURLEncoding.EncodeToString(page.NextPageToken)
 	}
-	traces := map[string][]workflows.TraceRecord{}
-	traceErrs := map[string]string{}
 	for _, pc := range page.Calls {
-		if toolName != "" && pc.Tool != toolName {
-			continue
-		}
-		if _, ok := traces[pc.RunID]; !ok && traceErrs[pc.RunID] == "" {
-			tr, err := h.b.Trace(ctx, pc.RunID)
-			if err != nil {
-				traceErrs[pc.RunID] = err.Error()
-			} else {
-				traces[pc.RunID] = tr[max(0, len(tr)-h.opts.TraceRecords):]
-			}
-		}
-		tr := traces[pc.RunID]
-		if tr == nil {
-			tr = []workflows.TraceRecord{}
+		tr := []TraceLine{}
+		for _, rec := range page.Traces[pc.RunID] {
+			tr = append(tr, TraceLine{TraceRecord: rec, ArgsText: jsonText(rec.Args), ResultText: jsonText(rec.Result),
+				OriginalArgsText: jsonText(rec.OriginalArgs)})
 		}
 		out.Calls = append(out.Calls, Call{Run: pc.RunID, Policy: pc.Policy, Goal: pc.Goal, Interrupt: pc.Interrupt,
-			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: traceErrs[pc.RunID]})
+			CallArgsText: jsonText(pc.CallArgs), OriginalArgsText: jsonText(pc.OriginalArgs),
+			Asked: strconv.FormatInt(pc.RequestedAt.UnixNano(), 10), Trace: tr, TraceError: page.TraceErrors[pc.RunID]})
 	}
 	slices.SortStableFunc(out.Calls, func(a, b Call) int { return b.RequestedAt.Compare(a.RequestedAt) })
 	return out
+}
+
+// jsonText is raw as canonical JSON text ("" for none); JSON that does not
+// canonicalize is given compacted, as it is.
+func jsonText(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	if c, err := tool.Canonical(raw); err == nil {
+		return string(c)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 // Decision is the body of POST /api/decide.
@@ -145,10 +159,8 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var d Decision
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		writeError(w, http.StatusBadRequest, "the decision does not decode: %v", err)
+	if err := tool.DecodeExact(body, &d); err != nil {
+		writeError(w, http.StatusBadRequest, "the decision does not decode (strictly: every key once, spelt exactly as its field): %v", err)
 		return
 	}
 	if msg := d.check(); msg != "" {
@@ -235,13 +247,27 @@ func sameOriginJSON(r *http.Request) (int, string) {
 	if err != nil || mt != "application/json" {
 		return http.StatusUnsupportedMediaType, "a decision is a JSON POST (Content-Type: application/json)"
 	}
+	return sameOrigin(r, true)
+}
+
+// sameOrigin refuses a request of the API another site could make with the
+// browser's credentials: it must carry the Header (a form, an <img> or a
+// <script src> cannot set one, and a cross-site fetch that sets one needs a
+// CORS preflight the inbox never answers), and Sec-Fetch-Site and Origin,
+// where sent, must say this origin. needOrigin: the request must have an
+// Origin (browsers send one with every POST; a same-origin GET has none).
+// It returns 0 if the request passes, else the status and why.
+func sameOrigin(r *http.Request, needOrigin bool) (int, string) {
 	if r.Header.Get(Header) != "1" {
-		return http.StatusForbidden, "a decision carries the " + Header + " header (only the inbox page sends one)"
+		return http.StatusForbidden, fmt.Sprintf("the inbox's API answers the inbox page only: a request carries the %s header, which the page sends and another site's page, form, <img> or <script src> cannot", Header)
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: " + site + ")"
+		return http.StatusForbidden, "cross-site request refused (Sec-Fetch-Site: " + site + "): the inbox's API answers the inbox page only"
 	}
 	origin := r.Header.Get("Origin")
+	if origin == "" && !needOrigin {
+		return 0, ""
+	}
 	u, err := url.Parse(origin)
 	if origin == "" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
 		return http.StatusForbidden, fmt.Sprintf("origin %q does not match this inbox (%s): cross-origin request refused", origin, r.Host)

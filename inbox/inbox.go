@@ -5,8 +5,10 @@
 // decision as an update bound to the digest the page showed.
 //
 // The page is safe as a web app: a Content-Security-Policy forbids inline
-// script, every string from a run is inserted as text, and the decide
-// endpoint takes only same-origin JSON POSTs carrying X-Toolgate-Inbox. Under
+// script, every string from a run is inserted as text (control and bidi
+// characters marked, JSON shown from its exact text), the API answers only
+// same-origin requests carrying X-Toolgate-Inbox, and the decide endpoint
+// takes only JSON POSTs, decoded as strictly as the run decodes them. Under
 // a worker policy the page signs decisions in the browser (WebCrypto
 // Ed25519) with a key the operator loads into it: the server never sees a
 // private key.
@@ -42,10 +44,11 @@ const Header = "X-Toolgate-Inbox"
 const MaxBodyBytes = 256 << 10
 
 // Backend is what the inbox needs of a toolgate client; *client.Client is one.
+// Its per-run query deadline while listing is the client's
+// (client.WithQueryTimeout).
 type Backend interface {
 	Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error)
 	State(ctx context.Context, id string) (workflows.State, error)
-	Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error)
 	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error)
 	Tool(ctx context.Context, id, name string) (tool.Spec, error)
 }
@@ -63,7 +66,17 @@ type Options struct {
 	// TraceRecords is how many of a run's most recent trace records a call
 	// shows (default 8).
 	TraceRecords int
+	// TaskQueues are the task queues whose runs the inbox lists: those this
+	// deployment's workers poll (none: the client's, client.WithTaskQueue).
+	// A run started on another queue is never listed nor queried.
+	TaskQueues []string
+	// PageSize is how many runs a page lists unless the request says
+	// (default DefaultPageSize); only they are queried.
+	PageSize int
 }
+
+// DefaultPageSize is the number of runs a page of the inbox lists by default.
+const DefaultPageSize = 20
 
 // Handler serves the inbox.
 type Handler struct {
@@ -79,6 +92,9 @@ func New(b Backend, opts Options) *Handler {
 	}
 	if opts.TraceRecords <= 0 {
 		opts.TraceRecords = 8
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
 	}
 	h := &Handler{b: b, opts: opts, mux: http.NewServeMux()}
 	files, _ := fs.Sub(static, "static") // cannot fail: the directory is embedded

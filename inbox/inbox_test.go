@@ -21,8 +21,10 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// fake is a Backend over fixed runs: ids listed two per page, each run's
-// state and trace, and the decisions it was sent.
+// fake is a Backend over fixed runs: ids listed a page at a time as
+// client.Pending lists them (two per page unless asked otherwise), each run's
+// state and trace, the listings it was asked for and the decisions it was
+// sent.
 type fake struct {
 	mu        sync.Mutex
 	ids       []string
@@ -30,21 +32,44 @@ type fake struct {
 	traces    map[string][]workflows.TraceRecord
 	decideErr error
 	decided   []workflows.DecisionInput
+	asked     []client.PendingOptions
 }
 
 func (f *fake) Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error) {
-	start := 0
+	f.mu.Lock()
+	f.asked = append(f.asked, opts)
+	f.mu.Unlock()
+	start, size := 0, 2
 	if len(opts.PageToken) > 0 {
 		start = int(opts.PageToken[0])
 	}
-	end := min(start+2, len(f.ids))
-	page := client.PendingPage{Calls: []client.PendingCall{}, Runs: end - start}
-	for _, id := range f.ids[start:end] {
+	if opts.PageSize != DefaultPageSize {
+		size = opts.PageSize
+	}
+	ids := []string{}
+	for _, id := range f.ids {
+		waitsOn := opts.Tool == ""
 		for _, it := range f.states[id].Interrupts {
-			page.Calls = append(page.Calls, client.PendingCall{RunID: id, Policy: f.states[id].Policy, Interrupt: it})
+			waitsOn = waitsOn || it.Tool == opts.Tool
+		}
+		if waitsOn && (opts.RunID == "" || opts.RunID == id) {
+			ids = append(ids, id)
 		}
 	}
-	if end < len(f.ids) {
+	end := min(start+size, len(ids))
+	page := client.PendingPage{Calls: []client.PendingCall{}, Runs: end - start,
+		Traces: map[string][]workflows.TraceRecord{}, TraceErrors: map[string]string{}}
+	for _, id := range ids[start:end] {
+		for _, it := range f.states[id].Interrupts {
+			if opts.Tool == "" || it.Tool == opts.Tool {
+				page.Calls = append(page.Calls, client.PendingCall{RunID: id, Policy: f.states[id].Policy, Interrupt: it})
+			}
+		}
+		if tr, ok := f.traces[id]; ok {
+			page.Traces[id] = tr[max(0, len(tr)-opts.TraceRecords):]
+		}
+	}
+	if end < len(ids) {
 		page.NextPageToken = []byte{byte(end)}
 	}
 	return page, nil
@@ -56,10 +81,6 @@ func (f *fake) State(_ context.Context, id string) (workflows.State, error) {
 		return st, &client.Error{Kind: client.ErrUnknownRun, Msg: "no run with id " + id}
 	}
 	return st, nil
-}
-
-func (f *fake) Trace(_ context.Context, id string) ([]workflows.TraceRecord, error) {
-	return f.traces[id], nil
 }
 
 func (f *fake) Tool(_ context.Context, id, name string) (tool.Spec, error) {
@@ -102,9 +123,20 @@ func newFake() *fake {
 	}
 }
 
+// get is a GET as the inbox page's own script makes it (with the Header).
 func get(t *testing.T, srv *httptest.Server, path string) (*http.Response, string) {
 	t.Helper()
-	resp, err := srv.Client().Get(srv.URL + path)
+	return getWith(t, srv, path, map[string]string{Header: "1"})
+}
+
+func getWith(t *testing.T, srv *httptest.Server, path string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -135,7 +167,7 @@ func TestPageIsServedUnderACSPWithoutInlineScript(t *testing.T) {
 	srv := httptest.NewServer(New(newFake(), Options{}))
 	defer srv.Close()
 	for _, path := range []string{"/", "/app.js", "/app.css", "/api/pending"} {
-		resp, _ := get(t, srv, path)
+		resp, _ := getWith(t, srv, path, map[string]string{Header: "1", "Sec-Fetch-Site": "same-origin"})
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 		assert.Equal(t, CSP, resp.Header.Get("Content-Security-Policy"), path)
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
@@ -170,13 +202,25 @@ func TestPendingPagesAndFilters(t *testing.T) {
 	assert.Equal(t, "1767323045000000006", a.Asked, "requested_at in Unix nanoseconds, exactly")
 	require.Len(t, a.Trace, 1)
 
-	assert.Equal(t, []string{"run-a/c-1"}, calls(list(t, srv, "?tool=close_ticket")), "the first page's close_ticket calls")
+	assert.Equal(t, []string{"run-c/c-3", "run-a/c-1"}, calls(list(t, srv, "?tool=close_ticket")), "the runs waiting on close_ticket, chosen by the listing")
 	assert.Equal(t, []string{"run-c/c-3"}, calls(list(t, srv, "?run=run-c")))
-
-	resp, body := get(t, srv, "/api/pending?run=nope")
-	assert.Equal(t, http.StatusNotFound, resp.StatusCode, body)
-	resp, body = get(t, srv, "/api/pending?size=0")
+	assert.Empty(t, list(t, srv, "?run=nope").Calls)
+	resp, body := get(t, srv, "/api/pending?size=0")
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+}
+
+// The inbox asks for one page of runs of the task queues it serves — its
+// default page size unless the request says — with the tool and run filters
+// given to the listing rather than applied after querying every run.
+func TestPendingAsksForOnePageOfTheServedQueues(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{TaskQueues: []string{"desk", "desk-eu"}}))
+	defer srv.Close()
+	list(t, srv, "")
+	list(t, srv, "?tool=refund&size=5&run=run-b")
+	require.Len(t, f.asked, 2)
+	assert.Equal(t, client.PendingOptions{PageSize: DefaultPageSize, TaskQueues: []string{"desk", "desk-eu"}, TraceRecords: 8}, f.asked[0])
+	assert.Equal(t, client.PendingOptions{PageSize: 5, TaskQueues: []string{"desk", "desk-eu"}, Tool: "refund", RunID: "run-b", TraceRecords: 8}, f.asked[1])
 }
 
 // A tool result holding markup is served as JSON data, never as HTML.
@@ -296,6 +340,7 @@ func TestUnknownHostIsRefused(t *testing.T) {
 		req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/pending", nil)
 		require.NoError(t, err)
 		req.Host = host
+		req.Header.Set(Header, "1")
 		resp, err := srv.Client().Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -322,4 +367,93 @@ func TestEditIsCheckedAgainstTheSchemaBeforeSending(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, out)
 	require.Len(t, f.decided, 1)
 	assert.JSONEq(t, `{"ticket_id":"TKT-4"}`, string(f.decided[0].EditedArgs))
+}
+
+// The API answers the inbox page only. Another site's page could otherwise
+// read every waiting call with the operator's browser: a cross-site fetch
+// with credentials, a <script src> or <img> inclusion, or a top-level
+// navigation. None of them can send the Header; a fetch that could (after a
+// CORS preflight the inbox never answers) still says cross-site in
+// Sec-Fetch-Site or Origin. Each refusal says why; the page's own request
+// (same-origin, with the Header) is answered.
+func TestAPIRefusesCrossSiteReads(t *testing.T) {
+	srv := httptest.NewServer(New(newFake(), Options{}))
+	defer srv.Close()
+	cases := []struct {
+		name string
+		hdr  map[string]string
+		want string
+	}{
+		{"a cross-site fetch with credentials", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Origin": "https://evil.example"}, "carries the X-Toolgate-Inbox header"},
+		{"a <script src> inclusion", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "script", "Sec-Fetch-Mode": "no-cors"}, "carries the X-Toolgate-Inbox header"},
+		{"a typed or linked URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Dest": "document"}, "carries the X-Toolgate-Inbox header"},
+		{"a client without the header", map[string]string{}, "carries the X-Toolgate-Inbox header"},
+		{"the header, cross-site", map[string]string{Header: "1", "Sec-Fetch-Site": "cross-site"}, "cross-site request refused (Sec-Fetch-Site: cross-site)"},
+		{"the header, same-site", map[string]string{Header: "1", "Sec-Fetch-Site": "same-site"}, "cross-site request refused (Sec-Fetch-Site: same-site)"},
+		{"the header, another origin", map[string]string{Header: "1", "Origin": "https://evil.example"}, "does not match this inbox"},
+	}
+	for _, c := range cases {
+		resp, body := getWith(t, srv, "/api/pending", c.hdr)
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s: %s", c.name, body)
+		var out struct{ Error string }
+		require.NoError(t, json.Unmarshal([]byte(body), &out), c.name)
+		assert.Contains(t, out.Error, c.want, c.name)
+		assert.NotContains(t, body, "run-a", "%s: no run data in a refusal", c.name)
+	}
+	resp, body := getWith(t, srv, "/api/pending", map[string]string{Header: "1", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the page's own fetch: %s", body)
+	resp, body = getWith(t, srv, "/api/pending", map[string]string{Header: "1", "Origin": srv.URL})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the page's own fetch, with an Origin: %s", body)
+	for _, path := range []string{"/", "/app.js"} {
+		resp, _ := getWith(t, srv, path, map[string]string{"Sec-Fetch-Site": "none"})
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "the page itself loads: %s", path)
+	}
+}
+
+// The decision endpoint decodes as strictly as the run: a key in another
+// case ("CALL_ID", which encoding/json would take for call_id), a key given
+// twice (in any case), a misspelt key or data after the value is refused,
+// saying why, and nothing is sent.
+func TestDecideDecodesAsStrictlyAsTheRun(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	for body, want := range map[string]string{
+		`{"run":"run-a","decision":"approve","CALL_ID":"c-1","args_digest":"d-c-1","kind":"gate"}`:                 `key "CALL_ID": the field is "call_id"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-9","Call_Id":"c-1","args_digest":"d-c-1","kind":"gate"}`: `key "Call_Id": the field is "call_id"`,
+		`{"Run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate"}`:                 `key "Run": the field is "run"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-9","call_id":"c-1","args_digest":"d-c-1","kind":"gate"}`: `duplicate key "call_id"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digset":"d-c-1","kind":"gate"}`:                 `unknown field "args_digset"`,
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate"} {"run":"run-b"}`: `trailing data after the value`,
+	} {
+		code, out := post(t, srv, body, good(srv))
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %v", body, out)
+		assert.Contains(t, out["error"], want, body)
+		assert.Contains(t, out["error"], "the decision does not decode", body)
+	}
+	assert.Empty(t, f.decided, "nothing refused reached the run")
+}
+
+// Arguments are served as exact canonical JSON text as well: an integer
+// above 2^53 keeps every digit (a JavaScript double would round
+// 12345678901234567893 to …892), in the call's arguments, the original ones,
+// and the trace's arguments and results.
+func TestArgumentsAreServedAsExactText(t *testing.T) {
+	f := newFake()
+	st := waiting("c-1", "refund", t0)
+	st.Interrupts[0].CallArgs = json.RawMessage(`{ "amount_cents": 12345678901234567893, "rate": 1.50, "note": "\u202eevil" }`)
+	st.Interrupts[0].OriginalArgs = json.RawMessage(`{"amount_cents":9007199254740993}`)
+	f.states["run-a"] = st
+	f.traces["run-a"] = []workflows.TraceRecord{{Seq: 1, CallID: "c-0", Tool: "lookup", Status: "ok",
+		Args: json.RawMessage(`{"id":9007199254740993}`), Result: json.RawMessage(`{"balance":18446744073709551617}`)}}
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	l := list(t, srv, "?run=run-a")
+	require.Len(t, l.Calls, 1)
+	c := l.Calls[0]
+	assert.Equal(t, `{"amount_cents":12345678901234567893,"note":"`+"\u202e"+`evil","rate":1.5}`, c.CallArgsText)
+	assert.Equal(t, `{"amount_cents":9007199254740993}`, c.OriginalArgsText)
+	require.Len(t, c.Trace, 1)
+	assert.Equal(t, `{"id":9007199254740993}`, c.Trace[0].ArgsText)
+	assert.Equal(t, `{"balance":18446744073709551617}`, c.Trace[0].ResultText)
 }

@@ -6,12 +6,19 @@
 //	                            [--session LIST] [--history-limit N] [--replays N]
 //	                            [--positions LIST] [--positions-history-limit N] [--approvals M]
 //	                            [--langgraph] [--langgraph-calls LIST] [--langgraph-dir DIR]
+//	                            [--listing] [--listing-runs N] [--listing-baseline N]
 //	                            [--only SECTIONS] [--stock-queue-polling] [--data DIR] [--json FILE] [--quiet]
 //
 // --langgraph adds the side by side with LangGraph.js: it installs the Node
 // harness of testsuite/bench/langgraph with `npm ci` into --langgraph-dir
 // (outside the repository) the first time, and skips LangGraph.js with a
 // message where Node.js is missing.
+//
+// --listing adds the listing of waiting calls (section 9): it leaves
+// --listing-runs runs waiting for approval (default 5,000: minutes to start
+// on a small machine), times the first pages of client.Pending, the inbox's
+// API and `toolgate pending` (built from this module), and the old listing
+// of every run one after the other as the baseline.
 //
 // It is a command of its own so that the toolgate binary links none of the
 // benchmark suite (testsuite/bench).
@@ -63,7 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	langgraph := fs.Bool("langgraph", false, "add the side by side with LangGraph.js (installs its harness with npm ci the first time; needs Node.js)")
 	langgraphCalls := fs.String("langgraph-calls", "200,1000,3000", "calls per run of the side by side, comma-separated")
 	langgraphDir := fs.String("langgraph-dir", bench.LangGraphDir(), "where the LangGraph.js harness is installed ($TOOLGATE_LANGGRAPH_DIR)")
-	only := fs.String("only", "", "measure only these sections, comma-separated: "+strings.Join(bench.AllSections, ", ")+" (default: all but langgraph; --langgraph adds it)")
+	listing := fs.Bool("listing", false, "add the listing of waiting calls (section 9; starts --listing-runs runs: minutes)")
+	listingRuns := fs.Int("listing-runs", bench.TargetListingRuns, "runs left waiting for approval in the listing section")
+	listingBaseline := fs.Int("listing-baseline", 300, "runs the old one-after-the-other listing is stopped after (it is also run over every waiting run)")
+	only := fs.String("only", "", "measure only these sections, comma-separated: "+strings.Join(bench.AllSections, ", ")+" (default: all but langgraph and listing; --langgraph and --listing add them)")
 	data := fs.String("data", "", "data directory of the embedded server (default: a temporary directory, removed afterwards)")
 	jsonOut := fs.String("json", "", "also write the raw figures as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -95,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *langgraph && !slices.Contains(sections, bench.SectionLangGraph) {
 		sections = append(sections, bench.SectionLangGraph)
 	}
+	if *listing && !slices.Contains(sections, bench.SectionListing) {
+		sections = append(sections, bench.SectionListing)
+	}
 	sections = slices.DeleteFunc(sections, func(s string) bool {
 		return (s == bench.SectionPositions && len(pos) == 0) || (s == bench.SectionApprovals && *approvals <= 0) ||
 			(s == bench.SectionLangGraph && len(lgCalls) == 0)
@@ -111,7 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer env.Stop()
 	report, err := bench.Run(ctx, env, bench.Config{Calls: *calls, Rounds: *rounds, Parallel: *parallel, Mixed: *mixed, Hits: *hits,
 		Reruns: *reruns, Sessions: ss, HistoryLimit: *limit, Replays: *replays, Sections: sections, Positions: pos, PositionLimit: *positionLimit,
-		Approvals: *approvals, SideBySide: lgCalls, LangGraphDir: *langgraphDir, Log: progress})
+		Approvals: *approvals, SideBySide: lgCalls, LangGraphDir: *langgraphDir,
+		ListingRuns: *listingRuns, ListingBaseline: *listingBaseline, Log: progress})
 	if err != nil {
 		return err
 	}

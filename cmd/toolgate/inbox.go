@@ -54,9 +54,16 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// inboxListing is what the inbox lists: the runs of queues (none: toolgate's
+// default queue), each queried under queryTimeout (0: the client's default).
+type inboxListing struct {
+	queues       []string
+	queryTimeout time.Duration
+}
+
 // serveInbox serves the approvals inbox over tc at addr. A non-loopback
 // address needs TLS (f.tlsCert and f.tlsKey) or f.insecure, which is warned about.
-func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags) (*runningInbox, error) {
+func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxListing) (*runningInbox, error) {
 	tls, err := c.checkInboxListen(addr, f)
 	if err != nil {
 		return nil, err
@@ -72,7 +79,7 @@ func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags) (*runningI
 			hosts = append(hosts, h)
 		}
 	}
-	srv := &http.Server{Handler: inbox.New(tgclient.New(tc), inbox.Options{Hosts: hosts}),
+	srv := &http.Server{Handler: inbox.New(tgclient.New(tc, tgclient.WithQueryTimeout(l.queryTimeout)), inbox.Options{Hosts: hosts, TaskQueues: l.queues}),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	scheme := "http"
 	if tls {
@@ -110,6 +117,8 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	cn := c.connFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "serve the inbox at this host:port (non-loopback needs --tls-cert/--tls-key or --insecure)")
 	f := addInboxFlags(fs, "")
+	queues := servedQueuesFlag(fs)
+	timeout := queryTimeoutFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -121,12 +130,12 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	ib, err := c.serveInbox(*listen, tc, f)
+	ib, err := c.serveInbox(*listen, tc, f, inboxListing{queues: queues.queues, queryTimeout: *timeout})
 	if err != nil {
 		return err
 	}
 	defer ib.stop()
-	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, namespace %s)\n", ib.URL, cn.address, cn.namespace)
+	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, namespace %s, task queue %s)\n", ib.URL, cn.address, cn.namespace, strings.Join(queues.queues, ", "))
 	<-ctx.Done()
 	return nil
 }
@@ -135,7 +144,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 // the stack, and says where (with a policy: which key file to load).
 func (c *cli) demoInbox(s *stack, ds *demoSigners) (*runningInbox, error) {
 	no, off := "", false
-	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no})
+	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no}, inboxListing{})
 	if err != nil {
 		return nil, err
 	}

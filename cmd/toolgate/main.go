@@ -31,7 +31,7 @@ Usage:
                   [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
                   [--mcp FILE] [--inbox-address HOST:PORT]
   toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
-                  [--insecure] [--host NAME,...]
+                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
                   [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
@@ -43,7 +43,7 @@ Usage:
   toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]]
   toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION]
   toolgate revoke  ID GRANT_ID --as NAME --key FILE
-  toolgate pending [--json]
+  toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s]
   toolgate replay FILE...
   toolgate audit  HISTORY.json... [--policy FILE]
   toolgate keys new NAME [--dir DIR]

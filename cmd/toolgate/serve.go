@@ -159,7 +159,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
 	}
 	if *inboxAddr != "" {
-		ib, err := c.serveInbox(*inboxAddr, s.client, ibf)
+		ib, err := c.serveInbox(*inboxAddr, s.client, ibf, inboxListing{})
 		if err != nil {
 			return err
 		}

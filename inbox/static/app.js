@@ -30,10 +30,172 @@
     throw new Error('not a JSON value');
   }
 
-  // digest is tool.Digest: hex SHA-256 of tool + "::" + canonical(args).
+  // --- Exact JSON: numbers kept as the text they are --------------------
+  //
+  // JSON.parse turns every number into a double, which rounds an integer above
+  // 2^53 (12345678901234567893 becomes …892). Arguments are therefore shown,
+  // edited and digested from their JSON text, parsed into a tree whose numbers
+  // stay text.
+
+  const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+  const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+
+  // parseJSON reads JSON text into a tree: {t:'obj', members:[[key, node]…]},
+  // {t:'arr', items}, {t:'str', v}, {t:'num', src} or {t:'lit', v}. A key given
+  // twice in one object is refused, as the run refuses it.
+  function parseJSON(src) {
+    let i = 0;
+    const fail = (what) => { throw new Error('not JSON: want ' + what + ' at offset ' + i); };
+    const ws = () => { while (i < src.length && ' \t\n\r'.includes(src[i])) i++; };
+    const token = (re, what) => {
+      re.lastIndex = i;
+      const m = re.exec(src);
+      if (!m) fail(what);
+      i = re.lastIndex;
+      return m[0];
+    };
+    const value = (depth) => {
+      if (depth > 500) fail('less nesting');
+      ws();
+      const ch = src[i];
+      if (ch === '{' || ch === '[') {
+        i++;
+        const obj = ch === '{', close = obj ? '}' : ']', out = [], seen = new Set();
+        ws();
+        if (src[i] === close) { i++; return obj ? { t: 'obj', members: out } : { t: 'arr', items: out }; }
+        for (;;) {
+          if (obj) {
+            ws();
+            const k = JSON.parse(token(STRING, 'a key'));
+            if (seen.has(k)) fail('no key twice (' + JSON.stringify(k) + ')');
+            seen.add(k);
+            ws();
+            if (src[i] !== ':') fail("':'");
+            i++;
+            out.push([k, value(depth + 1)]);
+          } else {
+            out.push(value(depth + 1));
+          }
+          ws();
+          if (src[i] === ',') { i++; continue; }
+          if (src[i] === close) { i++; return obj ? { t: 'obj', members: out } : { t: 'arr', items: out }; }
+          fail("',' or '" + close + "'");
+        }
+      }
+      if (ch === '"') return { t: 'str', v: JSON.parse(token(STRING, 'a string')) };
+      for (const lit of ['true', 'false', 'null']) {
+        if (src.startsWith(lit, i)) { i += lit.length; return { t: 'lit', v: lit }; }
+      }
+      return { t: 'num', src: token(NUMBER, 'a value') };
+    };
+    const v = value(0);
+    ws();
+    if (i !== src.length) fail('nothing after the value');
+    return v;
+  }
+
+  // canonicalNumber is tool.Canonical's number: the exact decimal value laid
+  // out as ECMAScript's Number::toString does (1.50 → 1.5, 1e3 → 1000), never
+  // through a double.
+  function canonicalNumber(src) {
+    const m = /^(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?)([0-9]+))?$/.exec(src);
+    if (!m) throw new Error('not a JSON number: ' + src);
+    const [, neg, intPart, frac = '', expSign, exp] = m;
+    if (m[3] === undefined && exp === undefined && intPart.length <= 21) return intPart === '0' ? '0' : src;
+    let s = intPart + frac;
+    let lead = 0;
+    while (lead < s.length && s[lead] === '0') lead++;
+    if (lead === s.length) return '0';
+    let trail = s.length;
+    while (s[trail - 1] === '0') trail--;
+    const shift = BigInt(s.length - trail) - BigInt(frac.length) + BigInt(trail - lead);
+    s = s.slice(lead, trail);
+    let e = exp === undefined ? 0n : BigInt(exp);
+    if (expSign === '-') e = -e;
+    const n = e + shift, k = BigInt(s.length);
+    let out;
+    if (k <= n && n <= 21n) out = s + '0'.repeat(Number(n - k));
+    else if (0n < n && n <= 21n) out = s.slice(0, Number(n)) + '.' + s.slice(Number(n));
+    else if (-6n < n && n <= 0n) out = '0.' + '0'.repeat(Number(-n)) + s;
+    else out = s[0] + (s.length > 1 ? '.' + s.slice(1) : '') + 'e' + (n - 1n >= 0n ? '+' : '') + (n - 1n).toString();
+    return neg + out;
+  }
+
+  // canonicalTree is tool.Canonical of a parseJSON tree.
+  function canonicalTree(node) {
+    switch (node.t) {
+      case 'obj': {
+        const ms = node.members.slice().sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+        return '{' + ms.map(([k, v]) => JSON.stringify(k) + ':' + canonicalTree(v)).join(',') + '}';
+      }
+      case 'arr': return '[' + node.items.map(canonicalTree).join(',') + ']';
+      case 'str': return JSON.stringify(node.v);
+      case 'num': return canonicalNumber(node.src);
+      default: return node.v;
+    }
+  }
+
+  // canonicalText is tool.Canonical of JSON text, exactly.
+  function canonicalText(src) { return canonicalTree(parseJSON(src)); }
+
+  // digest is tool.Digest: hex SHA-256 of tool + "::" + canonical(args), args
+  // given as JSON text (exact) or as a parsed value.
   async function digest(toolName, args) {
-    const sum = await crypto.subtle.digest('SHA-256', enc.encode(toolName + '::' + canonical(args)));
+    const c = typeof args === 'string' ? canonicalText(args) : canonical(args);
+    const sum = await crypto.subtle.digest('SHA-256', enc.encode(toolName + '::' + c));
     return Array.from(new Uint8Array(sum), (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  // Control and bidi characters (C0 and C1 controls, U+061C, U+200E/F,
+  // U+202A–U+202E, U+2066–U+2069) in text from a run are shown as visible
+  // marks, never applied: an override could make the page show other text
+  // than the run holds.
+  const SPECIAL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  const BIDI = { 0x61c: 'ALM', 0x200e: 'LRM', 0x200f: 'RLM', 0x202a: 'LRE', 0x202b: 'RLE', 0x202c: 'PDF', 0x202d: 'LRO',
+    0x202e: 'RLO', 0x2066: 'LRI', 0x2067: 'RLI', 0x2068: 'FSI', 0x2069: 'PDI' };
+
+  function markOf(ch) {
+    const cp = ch.codePointAt(0);
+    return '[U+' + cp.toString(16).toUpperCase().padStart(4, '0') + (BIDI[cp] ? ' ' + BIDI[cp] : '') + ']';
+  }
+
+  // marked is s with each control or bidi character replaced by its mark.
+  function marked(s) { return String(s).replace(SPECIAL, markOf); }
+
+  // escapeSpecial writes the control and bidi characters of JSON text as
+  // \uXXXX escapes (the same JSON value, safe to edit).
+  function escapeSpecial(s) {
+    return s.replace(SPECIAL, (ch) => '\\u' + ch.codePointAt(0).toString(16).padStart(4, '0'));
+  }
+
+  // prettyJSON lays a parseJSON tree out as JSON.stringify(v, null, 2) does,
+  // numbers as their text; emit(piece, isData) gets the layout's pieces.
+  function prettyJSON(node, emit, indent = '') {
+    const inner = indent + '  ';
+    switch (node.t) {
+      case 'obj':
+      case 'arr': {
+        const obj = node.t === 'obj', list = obj ? node.members : node.items;
+        if (!list.length) return emit(obj ? '{}' : '[]', false);
+        emit(obj ? '{' : '[', false);
+        list.forEach((it, n) => {
+          emit((n ? ',' : '') + '\n' + inner, false);
+          if (obj) { emit(JSON.stringify(it[0]), true); emit(': ', false); prettyJSON(it[1], emit, inner); } else prettyJSON(it, emit, inner);
+        });
+        return emit('\n' + indent + (obj ? '}' : ']'), false);
+      }
+      case 'str': return emit(JSON.stringify(node.v), true);
+      case 'num': return emit(node.src, true);
+      default: return emit(node.v, false);
+    }
+  }
+
+  // prettyText is JSON text pretty-printed for a textarea, control and bidi
+  // characters escaped.
+  function prettyText(src) {
+    let out = '';
+    prettyJSON(parseJSON(src), (piece, isData) => { out += isData ? escapeSpecial(piece) : piece; });
+    return out;
   }
 
   // claimsJSON writes signed.Claims as Go does: the same names, the optional
@@ -73,7 +235,7 @@
     return crypto.subtle.importKey('pkcs8', der, { name: 'Ed25519' }, false, ['sign']);
   }
 
-  window.toolgateInbox = Object.freeze({ canonical, digest, claimsJSON, signToken, importKey });
+  window.toolgateInbox = Object.freeze({ canonical, canonicalText, parseJSON, digest, claimsJSON, signToken, importKey, marked, prettyText });
 
   // --- The page -----------------------------------------------------------
 
@@ -83,7 +245,42 @@
   let pages = ['']; // page tokens; the last is the page shown
   let timer = null, inflight = false, again = false;
 
-  function text(el, s) { el.textContent = s == null ? '' : String(s); return el; }
+  // text sets el's text to s, each control or bidi character shown as a
+  // mark (a span of class ctl). Only ever text: never HTML.
+  function text(el, s) {
+    el.textContent = '';
+    return put(el, s == null ? '' : String(s));
+  }
+
+  // put appends s to el as text, control and bidi characters marked.
+  function put(el, s) {
+    let last = 0;
+    for (const m of s.matchAll(SPECIAL)) {
+      if (m.index > last) el.appendChild(document.createTextNode(s.slice(last, m.index)));
+      const mark = document.createElement('span');
+      mark.className = 'ctl';
+      mark.title = 'a control or bidi character in the data, shown instead of applied';
+      mark.textContent = markOf(m[0]);
+      el.appendChild(mark);
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) el.appendChild(document.createTextNode(s.slice(last)));
+    return el;
+  }
+
+  // showJSON sets el's text to the JSON text src pretty-printed, numbers
+  // exactly as the run holds them, control and bidi characters marked.
+  function showJSON(el, src) {
+    el.textContent = '';
+    try {
+      prettyJSON(parseJSON(src), (piece, isData) => {
+        if (isData) put(el, piece); else el.appendChild(document.createTextNode(piece));
+      });
+    } catch (e) {
+      put(el, src);
+    }
+    return el;
+  }
 
   function say(el, msg, kind) {
     text(el, msg);
@@ -103,19 +300,21 @@
     return 'expires in ' + Math.max(m, 0) + 'm';
   }
 
-  function short(v, n) {
-    const s = typeof v === 'string' ? v : JSON.stringify(v);
+  function short(s, n) {
     return s.length > n ? s.slice(0, n) + '…' : s;
   }
 
+  // traceLine is one trace record as a line; its JSON values are their exact
+  // text (args_text, result_text), never re-serialised from doubles.
   function traceLine(r) {
     let s = '#' + r.seq + ' ' + (r.call_id || '-') + ' ' + r.tool + ' ' + r.status;
-    if (r.args !== undefined) s += ' ' + short(r.args, 160);
+    if (r.args_text) s += ' ' + short(r.args_text, 160);
+    if (r.original_args_text) s += ' (edited from ' + short(r.original_args_text, 160) + ')';
     if (r.approver) s += ' by ' + r.approver;
     if (r.rule) s += ' (rule ' + r.rule + ')';
     if (r.reason) s += ' — ' + r.reason;
     if (r.error) s += ' error: ' + short(r.error, 200);
-    if (r.result !== undefined && r.result !== null) s += ' → ' + short(r.result, 200);
+    if (r.result_text) s += ' → ' + short(r.result_text, 200);
     return s;
   }
 
@@ -144,10 +343,14 @@
     text(q('.goal'), c.goal ? 'goal: ' + c.goal : '');
     text(q('.reason'), c.reason || 'waits for a decision');
     text(q('.policy'), policyLine(c));
-    const pretty = JSON.stringify(c.call_args, null, 2);
-    text(q('.args'), pretty);
+    showJSON(q('.args'), c.call_args_text);
+    if (c.original_args_text) {
+      const orig = q('.original');
+      orig.hidden = false;
+      put(text(orig, 'proposed as: '), c.original_args_text);
+    }
     text(q('.digest'), 'args_digest ' + c.args_digest);
-    q('.edited').value = pretty;
+    try { q('.edited').value = prettyText(c.call_args_text); } catch (e) { q('.edited').value = escapeSpecial(c.call_args_text); }
     const ol = q('.trace ol');
     for (const r of c.trace || []) ol.appendChild(text(document.createElement('li'), traceLine(r)));
     if (c.trace_error) ol.appendChild(text(document.createElement('li'), 'trace unavailable: ' + c.trace_error));
@@ -171,13 +374,13 @@
     const buttons = el.querySelectorAll('button');
     buttons.forEach((b) => { b.disabled = true; });
     try {
-      let edited = '';
+      let edited = '', editedJSON = '';
       if (editedText != null) {
-        let args;
-        try { args = JSON.parse(editedText); } catch (e) { throw new Error('the edited arguments are not JSON: ' + e.message); }
-        if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new Error('the edited arguments must be a JSON object');
-        body.edited_args = args;
-        if (c.policy) edited = await digest(c.tool, args);
+        let tree;
+        try { tree = parseJSON(editedText); } catch (e) { throw new Error('the edited arguments are not JSON: ' + e.message); }
+        if (tree.t !== 'obj') throw new Error('the edited arguments must be a JSON object');
+        editedJSON = canonicalTree(tree); // exact: never through a double
+        if (c.policy) edited = await digest(c.tool, editedJSON);
       }
       if (c.policy) {
         if (!signer) throw new Error('this run is under an approval policy: load your signing key above first');
@@ -187,8 +390,10 @@
           note: body.note, reason: body.reason, iat: now, exp: now + VALID_S });
       }
       say(msg, 'sending…');
+      let payload = JSON.stringify(body);
+      if (editedJSON) payload = payload.slice(0, -1) + ',"edited_args":' + editedJSON + '}';
       const resp = await fetch('/api/decide', { method: 'POST', credentials: 'same-origin',
-        headers: { 'Content-Type': 'application/json', 'X-Toolgate-Inbox': '1' }, body: JSON.stringify(body) });
+        headers: { 'Content-Type': 'application/json', 'X-Toolgate-Inbox': '1' }, body: payload });
       const out = await resp.json().catch(() => ({ error: 'HTTP ' + resp.status }));
       if (!resp.ok) {
         if (out.stale) throw new Error('Refused as stale: this call changed or was decided since the page showed it (' + out.error + ')');
@@ -256,7 +461,7 @@
       if (t) p.set('tool', t);
       if (r) p.set('run', r);
       if (page && !r) p.set('page', page);
-      const resp = await fetch('/api/pending?' + p, { credentials: 'same-origin' });
+      const resp = await fetch('/api/pending?' + p, { credentials: 'same-origin', headers: { 'X-Toolgate-Inbox': '1' } });
       const list = await resp.json();
       if (!resp.ok) throw new Error(list.error || 'HTTP ' + resp.status);
       showError('');

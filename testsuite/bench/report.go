@@ -44,7 +44,17 @@ type Config struct {
 	// harness is installed (default LangGraphDir()).
 	SideBySide   []int
 	LangGraphDir string
-	Log          io.Writer `json:"-"` // progress lines; nil: none
+	// ListingRuns are the runs left waiting for the listing section
+	// (default TargetListingRuns); ListingBaseline is the number of runs the
+	// old one-after-the-other listing is stopped after (default 300; it is
+	// also run over every waiting run); ListingRepeats times each first page
+	// (default 7); ToolgateBin is a toolgate binary for `toolgate pending`
+	// ("": built from this module).
+	ListingRuns     int
+	ListingBaseline int
+	ListingRepeats  int
+	ToolgateBin     string
+	Log             io.Writer `json:"-"` // progress lines; nil: none
 }
 
 // The sections of a suite run: 1 to 5 are the original table, 6 to 8 the
@@ -58,15 +68,17 @@ const (
 	SectionPositions  = "positions" // 6. latency by position in a run
 	SectionApprovals  = "approvals" // 7. the approval round trip
 	SectionLangGraph  = "langgraph" // 8. side by side with LangGraph.js (installs its harness with npm)
+	SectionListing    = "listing"   // 9. listing the waiting calls (leaves thousands of runs waiting: minutes)
 	defaultSizesCalls = "200,1000,3000"
 )
 
 // DefaultSections are the sections measured unless told otherwise: all but
-// the LangGraph.js side by side, which needs Node.js and an npm install.
+// the LangGraph.js side by side, which needs Node.js and an npm install, and
+// the listing, which starts thousands of runs.
 var DefaultSections = []string{SectionCalls, SectionEvents, SectionMemo, SectionSessions, SectionKey, SectionPositions, SectionApprovals}
 
 // AllSections are every section, in the order they run.
-var AllSections = append(slices.Clone(DefaultSections), SectionLangGraph)
+var AllSections = append(slices.Clone(DefaultSections), SectionLangGraph, SectionListing)
 
 // Has says whether the configuration measures section s.
 func (c Config) Has(s string) bool { return slices.Contains(c.Sections, s) }
@@ -139,6 +151,9 @@ func (c Config) withDefaults() Config {
 	if c.LangGraphDir == "" {
 		c.LangGraphDir = LangGraphDir()
 	}
+	def(&c.ListingRuns, TargetListingRuns)
+	def(&c.ListingBaseline, 300)
+	def(&c.ListingRepeats, 7)
 	return c
 }
 
@@ -195,6 +210,7 @@ type Report struct {
 	Positions  []PositionRun
 	Approvals  Approvals
 	SideBySide SideBySide
+	Listing    Listing
 }
 
 // Run runs the suite's sections on e, in the order of AllSections but for
@@ -236,6 +252,11 @@ func Run(ctx context.Context, e *Env, c Config) (*Report, error) {
 	if c.Has(SectionLangGraph) {
 		if r.SideBySide, err = MeasureSideBySide(ctx, e, c.SideBySide, c.HistoryLimit, c.LangGraphDir, c.Log); err != nil {
 			return nil, fmt.Errorf("side by side with LangGraph.js: %w", err)
+		}
+	}
+	if c.Has(SectionListing) {
+		if r.Listing, err = MeasureListing(ctx, e, c.ListingRuns, c.ListingBaseline, c.ListingRepeats, c.ToolgateBin, c.Log); err != nil {
+			return nil, fmt.Errorf("listing: %w", err)
 		}
 	}
 	// The sessions run last: each of their activities leaves a start-to-close

@@ -86,6 +86,7 @@ func (r *Report) Verdicts() []Verdict {
 	out = append(out, r.positionVerdicts()...)
 	out = append(out, r.approvalVerdicts()...)
 	out = append(out, r.sideBySideVerdicts()...)
+	out = append(out, r.listingVerdicts()...)
 	return out
 }
 
@@ -122,6 +123,9 @@ func (r *Report) Table(w io.Writer) {
 	}
 	if c.Has(SectionLangGraph) {
 		r.tableSideBySide(p)
+	}
+	if c.Has(SectionListing) {
+		r.tableListing(p)
 	}
 
 	p("Targets")

@@ -34,7 +34,12 @@ func TestDemoCloseApprovedFromTheInbox(t *testing.T) {
 			return fmt.Errorf("no inbox URL yet; output so far:\n%s", out.String())
 		}
 		url = m[1]
-		resp, err := http.Get(url + "/api/pending")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/pending", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set(inbox.Header, "1") // the API answers the inbox page (and clients that say so) only
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}

@@ -77,7 +77,7 @@ func TestFailoverOnPostgres(t *testing.T) {
 	// The approvals inbox, through the CLI and PostgreSQL visibility.
 	var inbox []tgclient.PendingCall
 	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("toolgate pending lists %d calls", n), func() error {
-		out, code := runCLI(t, waitTimeout, "pending", "--json", "--address", s.address())
+		out, code := runCLI(t, waitTimeout, "pending", "--json", "--all", "--address", s.address())
 		if code != 0 {
 			return fmt.Errorf("exit %d: %s", code, out)
 		}

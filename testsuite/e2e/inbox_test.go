@@ -167,7 +167,7 @@ func TestInboxInChromium(t *testing.T) {
 
 // checkBrowserSigning signs a decision with the page's own functions (the
 // key loaded as the operator pastes it) and verifies it with signed.Verify;
-// the page's digest of edited arguments is tool.Digest's.
+// the page's digest of edited arguments (JSON text) is tool.Digest's, exactly.
 func checkBrowserSigning(t *testing.T, ctx context.Context) {
 	pub, priv, err := signed.GenerateKey()
 	if err != nil {
@@ -178,7 +178,8 @@ func checkBrowserSigning(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
-	args := `{"z":[1,2.5,1e3,"é\u2028"],"a":{"y":true,"b":null},"amount_cents":8000}`
+	// Numbers a double cannot hold (2^53+1, 1e400) are digested exactly, from the text.
+	args := `{"z":[1,2.5,1e3,"é\u2028"],"a":{"y":true,"b":null},"amount_cents":9007199254740993,"e":-1.50E-7,"f":1e400}`
 	want, err := tool.Digest("refund", json.RawMessage(args))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func checkBrowserSigning(t *testing.T, ctx context.Context) {
 	type signedOut struct{ Token, Digest string }
 	script := fmt.Sprintf(`(async () => {
 		const g = window.toolgateInbox, key = await g.importKey(%s);
-		const digest = await g.digest('refund', JSON.parse(%q));
+		const digest = await g.digest('refund', %q);
 		const token = await g.signToken(key, {sub: 'alice', wid: 'run-1', act: 'approve', call: 'c-2', digest: 'abc',
 			kind: 'gate', asked: '1796027884627275501', edited_digest: digest, note: 'ok <b>', reason: '', iat: 1700000000, exp: 1700000600});
 		return {token, digest};
