@@ -285,11 +285,22 @@ func asFailure(err error) error {
 	return err
 }
 
-// decodeDecision decodes an approve or reject payload strictly.
-func decodeDecision(raw []byte) (DecisionInput, error) {
+// decodeDecision decodes an approve or reject payload strictly (r.decode).
+func (r *run) decodeDecision(raw []byte) (DecisionInput, error) {
 	var in DecisionInput
-	if err := tool.DecodeStrict(raw, &in); err != nil {
+	if err := r.decode(raw, &in); err != nil {
 		return DecisionInput{}, refusal(RefusedDecision, "decision payload refused (want {\"call_id\",\"args_digest\",\"approver\",\"note\"|\"reason\",\"kind\"}): %s", clip(err.Error(), 300))
 	}
 	return in, nil
+}
+
+// decode decodes a payload from outside strictly: no unknown field, no key
+// given twice, nothing after the object — and, from rules version 5, no key
+// spelt in another case than its field ("CALL_ID"), which encoding/json would
+// take.
+func (r *run) decode(raw []byte, v any) error {
+	if r.version < versionTrust2 {
+		return tool.DecodeStrict(raw, v)
+	}
+	return tool.DecodeExact(raw, v)
 }

@@ -25,7 +25,7 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 	}{{UpdateGrant, r.grant}, {UpdateRevoke, r.revoke}} {
 		take := func(raw json.RawMessage, apply bool) (Grant, error) {
 			var in TokenInput
-			if err := tool.DecodeStrict(raw, &in); err != nil {
+			if err := r.decode(raw, &in); err != nil {
 				return Grant{}, refusal(RefusedDecision, "%s payload refused (want {\"token\": \"…\"}): %s", u.name, clip(err.Error(), 300))
 			}
 			if !r.ready && r.version >= versionTrust2 {

@@ -43,7 +43,7 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		// "args_digset" or a key given twice is refused, never skipped.
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
 			func(ctx workflow.Context, raw json.RawMessage) (DecisionResult, error) {
-				in, err := decodeDecision(raw)
+				in, err := r.decodeDecision(raw)
 				if err != nil {
 					return DecisionResult{}, asFailure(err)
 				}
@@ -51,7 +51,7 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 				return res, asFailure(err)
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
-				in, err := decodeDecision(raw)
+				in, err := r.decodeDecision(raw)
 				if err == nil {
 					_, _, err = r.validateDecision(in, u.approve)
 				}
@@ -125,7 +125,7 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 	}
 	switch name {
 	case SignalApprove, SignalReject:
-		in, err := decodeDecision(raw)
+		in, err := r.decodeDecision(raw)
 		if err != nil {
 			refuse("", err)
 			return
@@ -135,7 +135,7 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 		}
 	case SignalMessage:
 		var in MessageInput
-		switch err := tool.DecodeStrict(raw, &in); {
+		switch err := r.decode(raw, &in); {
 		case err != nil || strings.TrimSpace(in.Text) == "":
 			refuse("", fmt.Errorf("message refused: want {\"text\": \"…\"} with some text"))
 		case !r.in.Session:

@@ -332,3 +332,26 @@ func TestIdempotencyKeyNamesTheChain(t *testing.T) {
 		require.Equal(t, "default-test-workflow-id/default-test-run-id/c-1", key)
 	}
 }
+
+// A decision's keys are spelt exactly (rules version 5): encoding/json would
+// take "CALL_ID" for call_id, and with "call_id" and "Call_Id" both given
+// the last one would win while a reader of the same bytes took the first.
+func TestDecisionKeysAreExact(t *testing.T) {
+	f := newFixture(t)
+	var upd *updateOutcome
+	f.at(time.Minute, func() {
+		d := f.digest("c-1")
+		upd = f.update(workflows.UpdateApprove, json.RawMessage(`{"CALL_ID":"c-1","approver":"x","args_digest":"`+d+`"}`))
+		f.env.SignalWorkflow(workflows.SignalApprove, json.RawMessage(`{"call_id":"c-1","Call_Id":"c-9","approver":"x","args_digest":"`+d+`"}`))
+	})
+	f.at(2*time.Minute, func() {
+		require.ErrorContains(t, upd.err, `"CALL_ID"`)
+		st := f.state()
+		require.Len(t, st.Refused, 1)
+		require.Contains(t, st.Refused[0].Error, `"Call_Id"`)
+		require.Equal(t, workflows.StatusWaitingForApproval, st.Status)
+		f.reject("c-1", "no")
+	})
+	f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
+	require.Zero(t, f.desk.count("close_ticket"))
+}
