@@ -42,6 +42,10 @@ type ServerConfig struct {
 	// TrustAnnotations lets a tool the file does not declare be a read when
 	// the server annotates it readOnlyHint true and destructiveHint false.
 	TrustAnnotations bool `yaml:"trust_annotations" json:"trust_annotations,omitempty"`
+	// Sessions bounds the sessions open to the server at once, each serving
+	// one call at a time (for a command, each is a process of its own): 1 to
+	// MaxSessions; 0 means DefaultSessions.
+	Sessions int `yaml:"sessions" json:"sessions,omitempty"`
 }
 
 // ToolConfig declares one tool of a server.
@@ -84,8 +88,8 @@ func Parse(raw []byte) (*Config, error) {
 
 // Validate checks server names (lower case letters, digits and '-', so that
 // <server>__<tool> parts never run together), that each server has exactly
-// one of command and url, and that every invalidated_by names a tool the
-// file declares destructive.
+// one of command and url and a sessions bound in range, and that every
+// invalidated_by names a tool the file declares destructive.
 func (c *Config) Validate() error {
 	if len(c.Servers) == 0 {
 		return fmt.Errorf("MCP file: no servers")
@@ -101,6 +105,9 @@ func (c *Config) Validate() error {
 		}
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			errs = append(errs, fmt.Sprintf("servers.%s.url: want http:// or https://", name))
+		}
+		if s.Sessions < 0 || s.Sessions > MaxSessions {
+			errs = append(errs, fmt.Sprintf("servers.%s.sessions: %d is outside 1..%d (leave it out for %d)", name, s.Sessions, MaxSessions, DefaultSessions))
 		}
 		for _, tn := range slices.Sorted(maps.Keys(s.Tools)) {
 			t := s.Tools[tn]
