@@ -140,8 +140,14 @@ func (c *conn) connect(ctx context.Context) (*session, error) {
 		Logger:             c.opts.Logger,
 		ElicitationHandler: s.elicit,
 	})
-	cs, err := client.Connect(ctx, t, nil)
+	timeout := c.cfg.connectTimeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, t, nil) // the session outlives cctx: the SDK detaches it
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("connecting: no answer to initialize within %v (its connect_timeout): %w", timeout, err)
+		}
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	s.cs = cs
@@ -209,16 +215,23 @@ func (c *conn) close() error {
 	return nil
 }
 
-// listTools lists every tool the server serves, in name order.
+// listTools lists every tool the server serves, in name order: connecting,
+// then listing, each within the server's connect_timeout.
 func (c *conn) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	timeout := c.cfg.connectTimeout()
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var tools []*mcp.Tool
-	for t, err := range s.cs.Tools(ctx, nil) {
+	for t, err := range s.cs.Tools(lctx, nil) {
 		if err != nil {
 			c.release(s, false)
+			if ctx.Err() == nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("listing tools: no complete answer within %v (its connect_timeout): %w", timeout, err)
+			}
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
 		tools = append(tools, t)
