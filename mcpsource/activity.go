@@ -19,7 +19,9 @@ import (
 // sees the text); structuredContent, or the text content, is the result; a
 // lost connection or a server that exits is a retryable failure (the next
 // attempt connects again). A destructive call's result is kept in the
-// journal, so a retry after the server answered does not call it again.
+// journal, so a retry after the server answered does not call it again. A
+// result over tool.MaxResultBytes is returned (and journaled) as the marker of
+// tool.ClipResult: the call is done, its result too big to keep.
 func (c *conn) activity(name string, l Listing) tool.ActivityFunc {
 	return func(ctx context.Context, req tool.Request) (tool.Response, error) {
 		attempt := int32(1)
@@ -57,6 +59,10 @@ func (c *conn) activity(name string, l Listing) tool.ActivityFunc {
 		if err != nil {
 			return fail(tool.Permanent(fmt.Errorf("%s: %w", l.Name, err)))
 		}
+		// Bounded here already (the worker bounds every tool's result too),
+		// so that the journal keeps what the run will keep: the marker of a
+		// result over tool.MaxResultBytes.
+		out = tool.ClipResult(out, tool.MaxResultBytes)
 		if l.Destructive && c.opts.Journal != nil {
 			if err := c.opts.Journal.Put(ctx, req.IdempotencyKey, out); err != nil {
 				return fail(fmt.Errorf("%s: keeping the result in the journal: %w", l.Name, err))

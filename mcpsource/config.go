@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -42,6 +43,29 @@ type ServerConfig struct {
 	// TrustAnnotations lets a tool the file does not declare be a read when
 	// the server annotates it readOnlyHint true and destructiveHint false.
 	TrustAnnotations bool `yaml:"trust_annotations" json:"trust_annotations,omitempty"`
+	// Sessions bounds the sessions open to the server at once, each serving
+	// one call at a time (for a command, each is a process of its own): 1 to
+	// MaxSessions; 0 means DefaultSessions.
+	Sessions int `yaml:"sessions" json:"sessions,omitempty"`
+	// ConnectTimeout bounds connecting to the server (its answer to
+	// initialize) and, when the worker starts or `mcp list` runs, listing its
+	// tools: a Go duration ("30s", "2m") up to MaxConnectTimeout; empty means
+	// DefaultConnectTimeout.
+	ConnectTimeout string `yaml:"connect_timeout" json:"connect_timeout,omitempty"`
+}
+
+// Bounds of a server's connect_timeout.
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	MaxConnectTimeout     = 10 * time.Minute
+)
+
+// connectTimeout is the server's connect_timeout (Validate has checked it).
+func (s ServerConfig) connectTimeout() time.Duration {
+	if d, err := time.ParseDuration(s.ConnectTimeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultConnectTimeout
 }
 
 // ToolConfig declares one tool of a server.
@@ -84,8 +108,9 @@ func Parse(raw []byte) (*Config, error) {
 
 // Validate checks server names (lower case letters, digits and '-', so that
 // <server>__<tool> parts never run together), that each server has exactly
-// one of command and url, and that every invalidated_by names a tool the
-// file declares destructive.
+// one of command and url, a connect_timeout and a sessions bound in range,
+// and that every
+// invalidated_by names a tool the file declares destructive.
 func (c *Config) Validate() error {
 	if len(c.Servers) == 0 {
 		return fmt.Errorf("MCP file: no servers")
@@ -101,6 +126,14 @@ func (c *Config) Validate() error {
 		}
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			errs = append(errs, fmt.Sprintf("servers.%s.url: want http:// or https://", name))
+		}
+		if s.ConnectTimeout != "" {
+			if d, err := time.ParseDuration(s.ConnectTimeout); err != nil || d <= 0 || d > MaxConnectTimeout {
+				errs = append(errs, fmt.Sprintf("servers.%s.connect_timeout: %q is not a duration above 0s and up to %v (e.g. \"30s\")", name, s.ConnectTimeout, MaxConnectTimeout))
+			}
+		}
+		if s.Sessions < 0 || s.Sessions > MaxSessions {
+			errs = append(errs, fmt.Sprintf("servers.%s.sessions: %d is outside 1..%d (leave it out for %d)", name, s.Sessions, MaxSessions, DefaultSessions))
 		}
 		for _, tn := range slices.Sorted(maps.Keys(s.Tools)) {
 			t := s.Tools[tn]

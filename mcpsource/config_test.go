@@ -28,6 +28,8 @@ func TestParseRefuses(t *testing.T) {
 		{"underscore in server name", "servers:\n  my_files:\n    url: http://x\n", "servers.my_files: a server name"},
 		{"server name too long", "servers:\n  " + strings.Repeat("a", 25) + ":\n    url: http://x\n", "a server name"},
 		{"server name starts with a digit", "servers:\n  1a:\n    url: http://x\n", "a server name"},
+		{"too many sessions", "servers:\n  a:\n    url: http://x\n    sessions: 33\n", "servers.a.sessions: 33 is outside 1..32"},
+		{"negative sessions", "servers:\n  a:\n    url: http://x\n    sessions: -1\n", "servers.a.sessions: -1 is outside"},
 		{"local without destructive", "servers:\n  a:\n    url: http://x\n    tools:\n      t: {local: true}\n", "servers.a.tools.t: local is for reads"},
 		{"local and destructive", "servers:\n  a:\n    url: http://x\n    tools:\n      t: {local: true, destructive: true}\n", "local is for reads"},
 		{"invalidated_by an undeclared tool", "servers:\n  a:\n    url: http://x\n    tools:\n      r: {destructive: false, invalidated_by: [w]}\n",

@@ -18,19 +18,40 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// conn is one server's connection. Calls on it take turns (mu), so an
-// elicitation the server sends in the middle of a call is known to belong to
-// that call; a connection that fails is dropped and made again by the next
-// call (a stdio server is started again).
+// DefaultSessions is how many sessions toolgate opens to one server at
+// most, unless the file says otherwise (a server's sessions); MaxSessions
+// bounds what it may say.
+const (
+	DefaultSessions = 4
+	MaxSessions     = 32
+)
+
+// conn is one server's pool of client sessions. Each session serves one call
+// at a time, so an elicitation the server sends on a session belongs to the
+// call in flight on it; calls on different sessions run at once, so a call
+// that hangs holds one session, never the server. The pool opens a session
+// when a call finds none idle and fewer than its size are open, reuses idle
+// ones, and drops one whose connection failed (the next call opens another;
+// a stdio server is started again). For a stdio server each session is a
+// process of its own.
 type conn struct {
 	name string
 	cfg  ServerConfig
 	opts Options
 
-	mu      sync.Mutex
-	session *mcp.ClientSession
+	slots chan struct{} // a token per call in flight: at most the pool's size
 
-	call callState // the call in flight (mu held)
+	mu     sync.Mutex
+	idle   []*session            // connected, no call in flight; the most recently used last
+	open   map[*session]struct{} // every connected session, idle or not
+	closed bool
+}
+
+// session is one client session of a conn's pool and what its elicitation
+// handler knows of the call in flight on it.
+type session struct {
+	cs   *mcp.ClientSession
+	call callState
 }
 
 // callState is what the elicitation handler knows of the call in flight.
@@ -42,27 +63,94 @@ type callState struct {
 }
 
 func newConn(name string, cfg ServerConfig, opts Options) *conn {
-	return &conn{name: name, cfg: cfg, opts: opts}
+	size := cfg.Sessions
+	if size <= 0 {
+		size = DefaultSessions
+	}
+	return &conn{name: name, cfg: cfg, opts: opts, slots: make(chan struct{}, size), open: map[*session]struct{}{}}
 }
 
-// connected returns the session, connecting first if there is none.
-func (c *conn) connected(ctx context.Context) (*mcp.ClientSession, error) {
-	if c.session != nil {
-		return c.session, nil
+// errClosed is the failure of a call on a Source that was closed.
+var errClosed = errors.New("the MCP source is closed")
+
+// acquire returns a session for one call: an idle one, or a new one while
+// fewer than the pool's size are open; otherwise it waits for one (or ctx).
+func (c *conn) acquire(ctx context.Context) (*session, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for one of the %d sessions to the server: %w", cap(c.slots), ctx.Err())
 	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		<-c.slots
+		return nil, errClosed
+	}
+	if n := len(c.idle); n > 0 {
+		s := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	s, err := c.connect(ctx)
+	if err != nil {
+		<-c.slots
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = s.cs.Close()
+		<-c.slots
+		return nil, errClosed
+	}
+	c.open[s] = struct{}{}
+	c.mu.Unlock()
+	return s, nil
+}
+
+// release gives a session back after a call: to the idle ones if it is
+// healthy, else it is closed and forgotten (the next call opens another).
+func (c *conn) release(s *session, healthy bool) {
+	c.mu.Lock()
+	_, tracked := c.open[s]
+	keep := healthy && tracked && !c.closed
+	if keep {
+		c.idle = append(c.idle, s)
+	} else {
+		delete(c.open, s)
+	}
+	c.mu.Unlock()
+	if !keep && tracked {
+		_ = s.cs.Close()
+	}
+	<-c.slots
+}
+
+// connect opens a new session, its elicitation handler bound to it.
+func (c *conn) connect(ctx context.Context) (*session, error) {
 	t, err := c.transport()
 	if err != nil {
 		return nil, err
 	}
+	s := &session{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: "1"}, &mcp.ClientOptions{
 		Logger:             c.opts.Logger,
-		ElicitationHandler: c.elicit,
+		ElicitationHandler: s.elicit,
 	})
-	s, err := client.Connect(ctx, t, nil)
+	timeout := c.cfg.connectTimeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, t, nil) // the session outlives cctx: the SDK detaches it
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("connecting: no answer to initialize within %v (its connect_timeout): %w", timeout, err)
+		}
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
-	c.session = s
+	s.cs = cs
 	return s, nil
 }
 
@@ -111,66 +199,73 @@ func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(r)
 }
 
-// drop forgets a failed connection: the next call connects again.
-func (c *conn) drop() {
-	if c.session != nil {
-		_ = c.session.Close()
-		c.session = nil
-	}
-}
-
+// close disconnects every session, idle or in a call (a call in flight
+// then fails as a lost connection; a stdio server is stopped).
 func (c *conn) close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.drop()
+	c.closed = true
+	open := c.open
+	c.open, c.idle = map[*session]struct{}{}, nil
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for s := range open {
+		wg.Go(func() { _ = s.cs.Close() })
+	}
+	wg.Wait()
 	return nil
 }
 
-// listTools lists every tool the server serves, in name order.
+// listTools lists every tool the server serves, in name order: connecting,
+// then listing, each within the server's connect_timeout.
 func (c *conn) listTools(ctx context.Context) ([]*mcp.Tool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, err := c.connected(ctx)
+	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	timeout := c.cfg.connectTimeout()
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var tools []*mcp.Tool
-	for t, err := range s.Tools(ctx, nil) {
+	for t, err := range s.cs.Tools(lctx, nil) {
 		if err != nil {
-			c.drop()
+			c.release(s, false)
+			if ctx.Err() == nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("listing tools: no complete answer within %v (its connect_timeout): %w", timeout, err)
+			}
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
 		tools = append(tools, t)
 	}
+	c.release(s, true)
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	return tools, nil
 }
 
-// callTool makes one tools/call, with the call's idempotency key in _meta
-// and answer (if any) ready for an elicitation. lost reports a connection
-// that failed (the call may be retried).
+// callTool makes one tools/call on a session of its own, with the call's
+// idempotency key in _meta and answer (if any) ready for an elicitation.
+// lost reports a connection that failed (the call may be retried).
 func (c *conn) callTool(ctx context.Context, name string, args json.RawMessage, key string, answer json.RawMessage) (res *mcp.CallToolResult, asked *mcp.ElicitParams, lost bool, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, err := c.connected(ctx)
+	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, nil, true, err
 	}
-	c.call.mu.Lock()
-	c.call.answer, c.call.asked, c.call.answers = answer, nil, 0
-	c.call.mu.Unlock()
-	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args,
+	s.call.mu.Lock()
+	s.call.answer, s.call.asked, s.call.answers = answer, nil, 0
+	s.call.mu.Unlock()
+	res, err = s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args,
 		Meta: mcp.Meta{MetaIdempotencyKey: key}})
-	c.call.mu.Lock()
-	asked = c.call.asked
-	c.call.mu.Unlock()
+	s.call.mu.Lock()
+	asked = s.call.asked
+	s.call.mu.Unlock()
 	if err != nil {
 		if answered(err) {
+			c.release(s, true)
 			return nil, asked, false, err // the server answered: an error of the call, not of the connection
 		}
-		c.drop()
+		c.release(s, false)
 		return nil, asked, true, err
 	}
+	c.release(s, true)
 	return res, asked, false, nil
 }
 
@@ -204,20 +299,20 @@ func answered(err error) bool {
 // idempotency key, for servers that can use it.
 const MetaIdempotencyKey = "toolgate/idempotency_key"
 
-// elicit answers the server's request for input in the middle of a call: with
-// the approver's answer once a human gave one (approve --data), otherwise by
-// cancelling — the call then pauses the run as an interrupt that shows the
-// server's message and schema.
-func (c *conn) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	c.call.mu.Lock()
-	defer c.call.mu.Unlock()
-	if c.call.answer != nil && c.call.answers == 0 {
+// elicit answers the server's request for input in the middle of the call in
+// flight on the session: with the approver's answer once a human gave one
+// (approve --data), otherwise by cancelling — the call then pauses the run as
+// an interrupt that shows the server's message and schema.
+func (s *session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	s.call.mu.Lock()
+	defer s.call.mu.Unlock()
+	if s.call.answer != nil && s.call.answers == 0 {
 		var content map[string]any
-		if err := json.Unmarshal(c.call.answer, &content); err == nil {
-			c.call.answers++
+		if err := json.Unmarshal(s.call.answer, &content); err == nil {
+			s.call.answers++
 			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 		}
 	}
-	c.call.asked = req.Params
+	s.call.asked = req.Params
 	return &mcp.ElicitResult{Action: "cancel"}, nil
 }

@@ -130,8 +130,9 @@ func TestElicitationMessageShowsURLMode(t *testing.T) {
 }
 
 func TestConcurrentCallsOnOneServer(t *testing.T) {
-	// Calls on one server take turns, so an elicitation is known to belong to
-	// its call: concurrent calls, each with its own answer, each get theirs.
+	// Each session serves one call at a time, so an elicitation is known to
+	// belong to its call: concurrent calls (more than the pool's sessions),
+	// each with its own answer, each get theirs.
 	ps := newPayServer(t)
 	src := open(t, "servers:\n  bank:\n    url: "+ps.url()+"\n", Options{})
 	var wg sync.WaitGroup

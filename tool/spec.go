@@ -57,10 +57,19 @@ const (
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_\-]{0,63}$`)
 
-// Validate reports what is wrong with a spec, if anything.
+// Validate reports what is wrong with a spec, if anything: its name, its
+// bounded retries, its description and schema within MaxDescriptionBytes and
+// MaxSchemaBytes (every run records the specs it is held to, so one oversized
+// spec would make every run on the worker fail), a schema that is JSON.
 func (s Spec) Validate() error {
 	if !namePattern.MatchString(s.Name) {
-		return fmt.Errorf("tool name %q: must start with a letter and hold at most 64 letters, digits, '_' or '-'", s.Name)
+		return fmt.Errorf("tool name %q: must start with a letter and hold at most 64 letters, digits, '_' or '-'", clipText(s.Name, 100))
+	}
+	if n := len(s.Description); n > MaxDescriptionBytes {
+		return fmt.Errorf("tool %s: its description has %d bytes, more than the %d a tool may declare (tool.MaxDescriptionBytes): every run records its tools' specs", s.Name, n, MaxDescriptionBytes)
+	}
+	if n := len(s.Schema); n > MaxSchemaBytes {
+		return fmt.Errorf("tool %s: its schema has %d bytes, more than the %d a tool may declare (tool.MaxSchemaBytes): every run records its tools' specs", s.Name, n, MaxSchemaBytes)
 	}
 	if s.Retry.MaxAttempts < 0 || s.Retry.MaxAttempts > MaxMaxAttempts {
 		return fmt.Errorf("tool %s: retry.max_attempts %d is outside 0..%d", s.Name, s.Retry.MaxAttempts, MaxMaxAttempts)

@@ -5,9 +5,11 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
@@ -68,10 +70,17 @@ func (o Options) Config() workflows.WorkerConfig {
 	return cfg
 }
 
-// Validate checks the declarations: valid specs, argument schemas that
-// compile without reading disk or network (tool.Tool.Validate: a $ref
-// outside the schema's own document is refused), unique names, fallbacks and
-// invalidations that name registered tools.
+// MaxConfigBytes bounds the config every run records at its start (Config,
+// as JSON): well under Temporal's payload limit (2 MiB by default) and under
+// what a run carries at continue-as-new, so that no declaration can make the
+// runs on a worker fail their first workflow task.
+const MaxConfigBytes = 512 << 10
+
+// Validate checks the declarations: valid specs, descriptions and schemas
+// within their bounds, argument schemas that compile without reading disk or
+// network (tool.Tool.Validate: a $ref outside the schema's own document is
+// refused), unique names, fallbacks and invalidations that name registered
+// tools, and a recorded config within MaxConfigBytes.
 func (o Options) Validate() error {
 	names := map[string]bool{}
 	var errs []error
@@ -107,7 +116,43 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("planner %q: the scripted planner needs no activity, and a planner needs a function", kind))
 		}
 	}
+	if err := o.checkConfigSize(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// checkConfigSize refuses a config over MaxConfigBytes, naming the largest
+// tools (and the policy's share).
+func (o Options) checkConfigSize() error {
+	raw, err := json.Marshal(o.Config())
+	if err != nil {
+		return fmt.Errorf("encoding the config runs record: %w", err)
+	}
+	if len(raw) <= MaxConfigBytes {
+		return nil
+	}
+	type sized struct {
+		name  string
+		bytes int
+	}
+	var tools []sized
+	for _, t := range o.Tools {
+		b, _ := json.Marshal(t.Spec)
+		tools = append(tools, sized{t.Spec.Name, len(b)})
+	}
+	slices.SortStableFunc(tools, func(a, b sized) int { return b.bytes - a.bytes })
+	var largest []string
+	for _, t := range tools[:min(len(tools), 5)] {
+		largest = append(largest, fmt.Sprintf("%s (%d bytes)", t.name, t.bytes))
+	}
+	msg := fmt.Sprintf("the config every run records (its tools' specs and the policy) is %d bytes, more than %d (worker.MaxConfigBytes); the largest tools: %s",
+		len(raw), MaxConfigBytes, strings.Join(largest, ", "))
+	if o.Policy != nil {
+		b, _ := json.Marshal(o.Policy)
+		msg += fmt.Sprintf("; the policy: %d bytes", len(b))
+	}
+	return errors.New(msg)
 }
 
 // checkPolicy makes sure the policy compiles, names only registered tools,
@@ -145,8 +190,8 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(), Status: info.GetStatus().String()}, nil
 }
 
-// Register registers AgentRun, the config activity, every tool and every
-// planner on r.
+// Register registers AgentRun, the config activity, every tool (its activity
+// bounded by tool.Bounded) and every planner on r.
 func Register(r Registry, o Options) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("toolgate worker: %w", err)
@@ -158,7 +203,11 @@ func Register(r Registry, o Options) error {
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
 	for _, t := range o.Tools {
-		r.RegisterActivityWithOptions(t.Run, activity.RegisterOptions{Name: t.Spec.Name})
+		// Whatever the tool returns, the activity reports a result within
+		// tool.MaxResultBytes (the marker beyond) and a failure within
+		// tool.MaxErrorBytes, local activity or not: nothing a tool returns
+		// can push a workflow task or a history event past the payload limit.
+		r.RegisterActivityWithOptions(tool.Bounded(t.Run), activity.RegisterOptions{Name: t.Spec.Name})
 	}
 	for kind, fn := range o.Planners {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: plan.ActivityName(kind)})

@@ -3,14 +3,19 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 func noop(spec tool.Spec) tool.Tool {
@@ -54,13 +59,20 @@ func TestConfigIsWhatRunsAreHeldTo(t *testing.T) {
 }
 
 // recorder is a Registry that remembers what was registered.
-type recorder struct{ names []string }
+type recorder struct {
+	names      []string
+	activities map[string]any
+}
 
 func (r *recorder) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
 	r.names = append(r.names, o.Name)
 }
-func (r *recorder) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
+func (r *recorder) RegisterActivityWithOptions(a any, o activity.RegisterOptions) {
 	r.names = append(r.names, o.Name)
+	if r.activities == nil {
+		r.activities = map[string]any{}
+	}
+	r.activities[o.Name] = a
 }
 
 // A schema that would need a file or the network, or does not compile, is
@@ -85,4 +97,81 @@ func TestRegisterRefusesSchemasThatReachOutside(t *testing.T) {
 	require.NoError(t, Register(r, Options{Tools: []tool.Tool{noop(tool.Spec{Name: "fine",
 		Schema: json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`)})}}))
 	require.Contains(t, r.names, "fine")
+}
+
+// A Go tool whose description or schema is over its bound fails the worker's
+// start, naming the tool and the bound; nothing is registered.
+func TestRegisterRefusesOversizedSpecs(t *testing.T) {
+	r := &recorder{}
+	err := Register(r, Options{Tools: []tool.Tool{
+		noop(tool.Spec{Name: "fine"}),
+		noop(tool.Spec{Name: "chatty", Description: strings.Repeat("d", tool.MaxDescriptionBytes+1)}),
+		noop(tool.Spec{Name: "sprawling", Schema: json.RawMessage(`{"description":"` + strings.Repeat("s", tool.MaxSchemaBytes) + `"}`)}),
+	}})
+	require.ErrorContains(t, err, "tool chatty: its description has 8193 bytes, more than the 8192")
+	require.ErrorContains(t, err, "tool sprawling: its schema has")
+	require.Empty(t, r.names)
+}
+
+// Tools each within their bounds whose specs add up to more than
+// MaxConfigBytes fail the worker's start, naming the largest.
+func TestValidateRefusesAConfigOverItsBound(t *testing.T) {
+	var tools []tool.Tool
+	for i := range 10 {
+		pad := strings.Repeat("s", tool.MaxSchemaBytes-100+i) // the last declared is the largest
+		tools = append(tools, noop(tool.Spec{Name: fmt.Sprintf("t%d", i), Schema: json.RawMessage(`{"description":"` + pad + `"}`)}))
+	}
+	o := Options{Tools: tools}
+	raw, err := json.Marshal(o.Config())
+	require.NoError(t, err)
+	require.Greater(t, len(raw), MaxConfigBytes)
+	err = o.Validate()
+	require.ErrorContains(t, err, fmt.Sprintf("is %d bytes, more than %d (worker.MaxConfigBytes); the largest tools: t9 (", len(raw), MaxConfigBytes))
+	require.ErrorContains(t, err, "t5 (")
+	require.NotContains(t, err.Error(), "t4 (", "the five largest are named")
+
+	o.Tools = tools[:7]
+	require.NoError(t, o.Validate())
+}
+
+// The run keeps at most workflows.MaxValueBytes of a result; the worker
+// reports no more than that.
+func TestResultBoundIsTheRunsBound(t *testing.T) {
+	require.Equal(t, workflows.MaxValueBytes, tool.MaxResultBytes)
+}
+
+// Every tool's activity is registered bounded: a result over
+// tool.MaxResultBytes is reported as a success with the run's marker, and a
+// failure of megabytes is cut to tool.MaxErrorBytes, its type kept.
+func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
+	huge := strings.Repeat("x", 3<<20)
+	big := tool.New(tool.Spec{Name: "big", Local: true}, func(context.Context, struct{}) (string, error) { return huge, nil })
+	bigWrite := tool.New(tool.Spec{Name: "big_write", Destructive: true}, func(context.Context, struct{}) (map[string]string, error) {
+		return map[string]string{"written": huge}, nil
+	})
+	fails := tool.New(tool.Spec{Name: "fails"}, func(context.Context, struct{}) (string, error) {
+		return "", tool.Permanent(errors.New(huge))
+	})
+	r := &recorder{}
+	require.NoError(t, Register(r, Options{Tools: []tool.Tool{big, bigWrite, fails}}))
+	call := func(name string) (tool.Response, error) {
+		fn, ok := r.activities[name].(tool.ActivityFunc)
+		require.True(t, ok, "%s registered as %T", name, r.activities[name])
+		return fn(context.Background(), tool.Request{CallID: "c-1", Args: json.RawMessage(`{}`)})
+	}
+	for _, name := range []string{"big", "big_write"} {
+		resp, err := call(name)
+		require.NoError(t, err, "%s: a result too big is still a success", name)
+		var marker map[string]tool.Truncated
+		require.NoError(t, json.Unmarshal(resp.Result, &marker), "%s: %.200s", name, resp.Result)
+		require.Greater(t, marker["truncated"].Bytes, 3<<20)
+		require.LessOrEqual(t, len(resp.Result), tool.MaxResultBytes)
+	}
+	_, err := call("fails")
+	var ae *temporal.ApplicationError
+	require.True(t, errors.As(err, &ae))
+	require.Equal(t, tool.TypeToolFailure, ae.Type())
+	require.True(t, ae.NonRetryable())
+	require.Contains(t, ae.Message(), "…[truncated: ")
+	require.Less(t, len(err.Error()), tool.MaxErrorBytes)
 }

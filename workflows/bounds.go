@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/text"
 
@@ -71,22 +70,14 @@ func clip(s string, n int) string {
 	return text.Cut(s, n-len(marker)) + marker
 }
 
-// Truncated is what a run keeps instead of a JSON value over MaxValueBytes.
-type Truncated struct {
-	Bytes  int    `json:"bytes"`
-	SHA256 string `json:"sha256"`
-	Head   string `json:"head"`
-}
+// Truncated is what a run keeps instead of a JSON value over MaxValueBytes
+// (the same marker a worker reports for a result over tool.MaxResultBytes).
+type Truncated = tool.Truncated
 
 // clipValue keeps v if it has at most n bytes, and otherwise a marker
-// {"truncated":{"bytes","sha256","head"}} that is valid JSON.
+// {"truncated":{"bytes","sha256","head"}} that is valid JSON (tool.ClipResult).
 func clipValue(v json.RawMessage, n int) json.RawMessage {
-	if len(v) <= n {
-		return v
-	}
-	head := strings.ToValidUTF8(text.Cut(string(v), 512), "")
-	b, _ := json.Marshal(map[string]Truncated{"truncated": {Bytes: len(v), SHA256: sha256Hex(v), Head: head}})
-	return b
+	return tool.ClipResult(v, n)
 }
 
 func sha256Hex(b []byte) string {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/private"
 	"github.com/toolgate/toolgate/mcpsource"
@@ -20,10 +19,6 @@ import (
 // MCPJournalFile is the MCP journal's file in the data directory: the
 // results of destructive MCP calls by idempotency key (mcpsource.FileJournal).
 const MCPJournalFile = "mcp-journal.db"
-
-// mcpOpenTimeout bounds connecting to every server of an --mcp file and
-// listing its tools (an npx server may be downloaded the first time).
-const mcpOpenTimeout = 2 * time.Minute
 
 func mcpFlag(fs *flag.FlagSet) *string {
 	return fs.String("mcp", "", "an MCP file (YAML or JSON, examples/mcp-files.yaml): the tools of its servers, named SERVER__TOOL, join the worker's")
@@ -68,9 +63,9 @@ func (c *cli) openMCP(ctx context.Context, file, dataDir string) (*mcpTools, err
 		return nil, err
 	}
 	m := &mcpTools{journal: j}
-	octx, cancel := context.WithTimeout(ctx, mcpOpenTimeout)
-	defer cancel()
-	m.source, err = mcpsource.Open(octx, cfg, mcpsource.Options{
+	// Connecting to each server and listing its tools is bounded by its
+	// connect_timeout (mcpsource.DefaultConnectTimeout unless the file says).
+	m.source, err = mcpsource.Open(ctx, cfg, mcpsource.Options{
 		Journal:   j,
 		AfterCall: faultAfterMCP(), // nil unless built with -tags toolgate_fault (fault.go)
 		Logger:    c.mcpLogger(),
@@ -115,9 +110,7 @@ func (c *cli) mcp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	octx, cancel := context.WithTimeout(ctx, mcpOpenTimeout)
-	defer cancel()
-	src, err := mcpsource.Open(octx, cfg, mcpsource.Options{Logger: c.mcpLogger()})
+	src, err := mcpsource.Open(ctx, cfg, mcpsource.Options{Logger: c.mcpLogger()}) // each server within its connect_timeout
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
