@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 
@@ -61,16 +60,6 @@ func ClipResult(v json.RawMessage, n int) json.RawMessage {
 	return b
 }
 
-// clipText cuts s to at most n bytes, marker included (at a rune boundary),
-// saying how long it was: "…[truncated: N bytes in all]", as a run cuts text.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	marker := fmt.Sprintf("…[truncated: %d bytes in all]", len(s))
-	return text.Cut(s, n-len(marker)) + marker
-}
-
 // BoundError returns err as a tool's activity may report it. An error whose
 // failure (its message, its details and every cause, as Temporal's failure
 // converter encodes them) holds at most MaxErrorBytes is returned unchanged.
@@ -91,11 +80,11 @@ func BoundError(err error) error {
 		opts.NonRetryable, opts.NextRetryDelay, opts.Category = ae.NonRetryable(), ae.NextRetryDelay(), ae.Category()
 		var d ErrorDetails
 		if ae.HasDetails() && ae.Details(&d) == nil {
-			d.Message = clipText(d.Message, MaxErrorBytes/2)
+			d.Message = text.Clip(d.Message, MaxErrorBytes/2)
 			opts.Details = []any{d}
 		}
 	}
-	return temporal.NewApplicationErrorWithOptions(clipText(msg, MaxErrorBytes/2), typ, opts)
+	return temporal.NewApplicationErrorWithOptions(text.Clip(msg, MaxErrorBytes/2), typ, opts)
 }
 
 // errorBytes is the size of err as the failure Temporal records for it.

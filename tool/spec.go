@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/text"
 )
 
 // Spec declares a tool where it is registered on the worker. Nothing a client,
@@ -63,7 +65,7 @@ var namePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_\-]{0,63}$`)
 // spec would make every run on the worker fail), a schema that is JSON.
 func (s Spec) Validate() error {
 	if !namePattern.MatchString(s.Name) {
-		return fmt.Errorf("tool name %q: must start with a letter and hold at most 64 letters, digits, '_' or '-'", clipText(s.Name, 100))
+		return fmt.Errorf("tool name %q: must start with a letter and hold at most 64 letters, digits, '_' or '-'", text.Clip(s.Name, 100))
 	}
 	if n := len(s.Description); n > MaxDescriptionBytes {
 		return fmt.Errorf("tool %s: its description has %d bytes, more than the %d a tool may declare (tool.MaxDescriptionBytes): every run records its tools' specs", s.Name, n, MaxDescriptionBytes)

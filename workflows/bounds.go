@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"github.com/toolgate/toolgate/internal/text"
-
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 )
@@ -62,13 +60,7 @@ const (
 
 // clip cuts s to at most n bytes, marker included (at a rune boundary), and
 // says how much it cut. Clipping clipped text changes nothing.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	marker := fmt.Sprintf("…[truncated: %d bytes in all]", len(s))
-	return text.Cut(s, n-len(marker)) + marker
-}
+func clip(s string, n int) string { return text.Clip(s, n) }
 
 // Truncated is what a run keeps instead of a JSON value over MaxValueBytes
 // (the same marker a worker reports for a result over tool.MaxResultBytes).
