@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -285,7 +286,7 @@ func (a *auditor) localExecutions(specs map[string]tool.Spec) {
 			a.rep.Executions = append(a.rep.Executions, x)
 		}
 	}
-	for _, name := range sortedKeys(markers) {
+	for _, name := range slices.Sorted(maps.Keys(markers)) {
 		if spec := specs[name]; spec.Destructive && markers[name] > runs[name] {
 			a.rep.Executions = append(a.rep.Executions, Execution{EventID: a.traceAt, Tool: name, Local: true, Unbound: true,
 				Problem: fmt.Sprintf("%d local activities of destructive tool %s ran and the trace in this history shows %d runs of it: "+
@@ -358,13 +359,4 @@ func names(who []string) string {
 		return ""
 	}
 	return " (" + strings.Join(who, ", ") + ")"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
