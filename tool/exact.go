@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -43,10 +44,11 @@ func exactKeys(raw []byte, t reflect.Type, at string) error {
 			return nil // null, or not an object: DecodeStrict has judged it
 		}
 		fields := jsonFields(t)
-		for key, val := range members {
+		for _, key := range sortedKeys(members) { // sorted: workflows call this, and the error must not depend on map order
+			val := members[key]
 			ft, ok := fields[key]
 			if !ok {
-				for name := range fields {
+				for _, name := range sortedKeys(fields) {
 					if strings.EqualFold(name, key) {
 						return fmt.Errorf("key %q%s: the field is %q (keys are matched exactly, case included)", key, where(at), name)
 					}
@@ -75,8 +77,8 @@ func exactKeys(raw []byte, t reflect.Type, at string) error {
 		if err := json.Unmarshal(raw, &members); err != nil {
 			return nil
 		}
-		for key, val := range members {
-			if err := exactKeys(val, t.Elem(), at+"."+key); err != nil {
+		for _, key := range sortedKeys(members) {
+			if err := exactKeys(members[key], t.Elem(), at+"."+key); err != nil {
 				return err
 			}
 		}
@@ -110,9 +112,10 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 				et = et.Elem()
 			}
 			if et.Kind() == reflect.Struct {
-				for n, typ := range jsonFields(et) {
+				promoted := jsonFields(et)
+				for _, n := range sortedKeys(promoted) {
 					if _, shadowed := out[n]; !shadowed {
-						out[n] = typ
+						out[n] = promoted[n]
 					}
 				}
 				continue
@@ -127,4 +130,16 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = ft
 	}
 	return out
+}
+
+// sortedKeys returns m's keys in order: workflows decode with DecodeExact,
+// and nothing it says may depend on Go's map order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	//workflowcheck:ignore (collected, then sorted)
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -152,34 +152,26 @@ func TestTrustSecondPassStarts(t *testing.T) {
 	})
 }
 
-// closedRunErrors is the failure each closed run of workflow id ended
-// with: a cron run that failed closes "continued as new" into the next
-// run, with its failure in its close event.
+// closedRunErrors is the failure each run of workflow id that ended before
+// another began ended with: Temporal hands it to the next cron (or retry)
+// run, in that run's WorkflowExecutionStarted event (continued_failure).
 func closedRunErrors(t *testing.T, s *stack, id string) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowId = %q AND ExecutionStatus != 'Running'", id)})
+	resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []error
 	for _, e := range resp.GetExecutions() {
-		it := s.client.GetWorkflowHistory(ctx, id, e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-		ev, err := it.Next()
+		first, err := s.client.GetWorkflowHistory(ctx, id, e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT).Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetFailure()
-		if f == nil {
-			f = ev.GetWorkflowExecutionFailedEventAttributes().GetFailure()
+		if f := first.GetWorkflowExecutionStartedEventAttributes().GetContinuedFailure(); f != nil {
+			out = append(out, temporal.GetDefaultFailureConverter().FailureToError(f))
 		}
-		if f == nil {
-			out = append(out, fmt.Errorf("closed with %s", ev.GetEventType()))
-			continue
-		}
-		out = append(out, temporal.GetDefaultFailureConverter().FailureToError(f))
 	}
 	return out
 }
