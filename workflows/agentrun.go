@@ -46,8 +46,10 @@ type run struct {
 	blockedOn *tool.ConfirmationRequired
 
 	// parking: the run continues as new while calls wait; every wait parks
-	// (park.go). resumed are the waits the previous run parked, taken up.
+	// (park.go), and parked holds them until the carry is made. resumed are
+	// the waits the previous run parked, taken up.
 	parking bool
+	parked  []*parked
 	resumed []*pending
 	// firstLength is the history's length when this run started.
 	firstLength int

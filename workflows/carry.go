@@ -68,6 +68,9 @@ func (r *run) carryOver(next RunInput) *Carry {
 	c := r.Carry
 	c.Memo, c.MemoHits, c.MemoMisses = r.memo.snapshot(), r.memo.hits, r.memo.misses
 	c.Transcript = recent(r.Transcript, TranscriptKeep, TranscriptBytes)
+	if r.parked != nil { // parked in this step: the waits as they stand now
+		c.Parked = r.parkedCarry()
+	}
 	fit(next, &c, r.traceSizes)
 	return &c
 }

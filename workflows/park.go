@@ -111,20 +111,32 @@ func park(p *pending) *outcome {
 // the trace, the transcript or the planner.
 const statusParked = "parked"
 
-// carryParked writes the step's parked calls into the carry, with their
-// waits as they stand now, and the outcomes of the step's other calls into
-// the transcript.
+// carryParked keeps the step's parked calls for the carry, and writes the
+// outcomes of the step's other calls into the transcript. Their waits are
+// written into the carry as they stand when it is made (parkedCarry), after
+// the signals that came with the switch are applied: a decision among them
+// is carried too.
 func (r *run) carryParked(calls []tool.Call, outs []outcome) {
-	r.Parked = nil
+	r.parked = nil
 	for i, c := range calls {
 		if pk := outs[i].parked; pk != nil {
-			r.Parked = append(r.Parked, pk.carried())
+			r.parked = append(r.parked, pk)
 			continue
 		}
 		r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: c.ID, Tool: c.Tool,
 			Status: outs[i].Status, Result: outs[i].Result, Error: outs[i].Error, Note: outs[i].Note})
 	}
 	r.CarriedBlockedOn = r.blockedOn
+}
+
+// parkedCarry is the parked calls as the carry holds them, their waits as
+// they stand now.
+func (r *run) parkedCarry() []ParkedCall {
+	var out []ParkedCall
+	for _, pk := range r.parked {
+		out = append(out, pk.carried())
+	}
+	return out
 }
 
 func (pk *parked) carried() ParkedCall {
