@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/toolgate/toolgate/internal/sorted"
 )
 
 // Engine is a compiled policy. It is used inside Temporal workflows, so it
@@ -59,7 +60,7 @@ func Compile(p *Policy) (*Engine, error) {
 	}
 	p = p.clone()
 	e := &Engine{policy: p, tools: make(map[string]compiledTool, len(p.Tools))}
-	for _, name := range sortedKeys(p.Tools) {
+	for _, name := range sorted.Keys(p.Tools) {
 		t := p.Tools[name]
 		ct := compiledTool{need: p.ToolApprovers(name)}
 		for i, r := range t.Rules {

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/toolgate/toolgate/internal/sorted"
+)
 
 // Warnings lists what in a valid policy is probably not what its author
 // meant, one sentence each, tools in name order: a deny rule that comes
@@ -11,7 +15,7 @@ import "fmt"
 // warning on stderr wherever it loads a policy ("policy: warning: …").
 func (p *Policy) Warnings() []string {
 	var out []string
-	for _, name := range sortedKeys(p.Tools) {
+	for _, name := range sorted.Keys(p.Tools) {
 		rules := p.Tools[name].Rules
 		for j, deny := range rules {
 			if deny.Shadow || deny.Decide != Deny {

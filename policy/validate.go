@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/sorted"
 	"github.com/toolgate/toolgate/signed"
 )
 
@@ -44,7 +45,7 @@ func (p *Policy) Validate() error {
 		fail("approvers", "%d declared, at most %d", n, MaxApprovers)
 	}
 	keyOwner := map[string]string{}
-	for _, name := range sortedKeys(p.Approvers) {
+	for _, name := range sorted.Keys(p.Approvers) {
 		a := p.Approvers[name]
 		place := "approvers." + name
 		if !nameRE.MatchString(name) {
@@ -69,7 +70,7 @@ func (p *Policy) Validate() error {
 		fail("tools", "%d declared, at most %d", n, MaxTools)
 	}
 	ruleAt := map[string]string{}
-	for _, name := range sortedKeys(p.Tools) {
+	for _, name := range sorted.Keys(p.Tools) {
 		t := p.Tools[name]
 		place := "tools." + name
 		if strings.TrimSpace(name) == "" {
@@ -158,7 +159,7 @@ func holdersPhrase(roles []string) string {
 // when roles is empty).
 func (p *Policy) holders(roles []string) []string {
 	var out []string
-	for _, name := range sortedKeys(p.Approvers) {
+	for _, name := range sorted.Keys(p.Approvers) {
 		if len(roles) == 0 || hasAny(p.Approvers[name].Roles, roles) {
 			out = append(out, name)
 		}
@@ -180,7 +181,7 @@ func hasAny(held, wanted []string) bool {
 // a tool silently ungoverned.
 func (p *Policy) CheckTools(registered []string) error {
 	var unknown []string
-	for _, name := range sortedKeys(p.Tools) {
+	for _, name := range sorted.Keys(p.Tools) {
 		if !slices.Contains(registered, name) {
 			unknown = append(unknown, name)
 		}
@@ -200,16 +201,4 @@ func quoteAll(s []string) []string {
 		out[i] = fmt.Sprintf("%q", v)
 	}
 	return out
-}
-
-// sortedKeys returns a map's keys in order: nothing in this package may let
-// Go's random map order reach a result or a message.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	//workflowcheck:ignore (collects the keys, sorted next)
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/sorted"
 )
 
 // DecodeExact is DecodeStrict, and also refuses a key that names one of v's
@@ -44,11 +45,11 @@ func exactKeys(raw []byte, t reflect.Type, at string) error {
 			return nil // null, or not an object: DecodeStrict has judged it
 		}
 		fields := jsonFields(t)
-		for _, key := range sortedKeys(members) { // sorted: workflows call this, and the error must not depend on map order
+		for _, key := range sorted.Keys(members) { // sorted: workflows call this, and the error must not depend on map order
 			val := members[key]
 			ft, ok := fields[key]
 			if !ok {
-				for _, name := range sortedKeys(fields) {
+				for _, name := range sorted.Keys(fields) {
 					if strings.EqualFold(name, key) {
 						return fmt.Errorf("key %q%s: the field is %q (keys are matched exactly, case included)", key, where(at), name)
 					}
@@ -77,7 +78,7 @@ func exactKeys(raw []byte, t reflect.Type, at string) error {
 		if err := json.Unmarshal(raw, &members); err != nil {
 			return nil
 		}
-		for _, key := range sortedKeys(members) {
+		for _, key := range sorted.Keys(members) {
 			if err := exactKeys(members[key], t.Elem(), at+"."+key); err != nil {
 				return err
 			}
@@ -113,7 +114,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 			}
 			if et.Kind() == reflect.Struct {
 				promoted := jsonFields(et)
-				for _, n := range sortedKeys(promoted) {
+				for _, n := range sorted.Keys(promoted) {
 					if _, shadowed := out[n]; !shadowed {
 						out[n] = promoted[n]
 					}
@@ -130,16 +131,4 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = ft
 	}
 	return out
-}
-
-// sortedKeys returns m's keys in order: workflows decode with DecodeExact,
-// and nothing it says may depend on Go's map order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	//workflowcheck:ignore (collected, then sorted)
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

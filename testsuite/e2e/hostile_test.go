@@ -11,6 +11,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -241,7 +242,10 @@ func (s *stack) decideByUpdate(id, name string, arg any) (workflows.DecisionResu
 }
 
 // countRuns counts the runs of workflow id (a continue-as-new chain has several).
-func countRuns(t *testing.T, s *stack, id string) int {
+func countRuns(t *testing.T, s *stack, id string) int { return len(runsOf(t, s, id)) }
+
+// runsOf lists every run of workflow id (visibility).
+func runsOf(t *testing.T, s *stack, id string) []*workflowpb.WorkflowExecutionInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
@@ -249,7 +253,7 @@ func countRuns(t *testing.T, s *stack, id string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(resp.GetExecutions())
+	return resp.GetExecutions()
 }
 
 // firstTaskCompleted is the event id of a run's first WorkflowTaskCompleted.

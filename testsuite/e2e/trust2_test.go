@@ -12,7 +12,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -159,12 +158,8 @@ func closedRunErrors(t *testing.T, s *stack, id string) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	resp, err := s.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = %q", id)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []error
-	for _, e := range resp.GetExecutions() {
+	for _, e := range runsOf(t, s, id) {
 		first, err := s.client.GetWorkflowHistory(ctx, id, e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT).Next()
 		if err != nil {
 			t.Fatal(err)
