@@ -1,0 +1,23 @@
+package encryption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	historypb "go.temporal.io/api/history/v1"
+)
+
+// Decrypt is DecodeHistory for readers of exported histories (replay, audit)
+// that may or may not have been given a key file: with k nil, a history with
+// encrypted payloads is refused, naming the keys it needs, and one without
+// any is left as it is.
+func Decrypt(ctx context.Context, h *historypb.History, k *Keyring) error {
+	if k == nil {
+		if ids := KeyIDs(h); len(ids) > 0 {
+			return fmt.Errorf("its payloads are encrypted (key %s): give the encryption key file that holds it (--encryption-key-file)", strings.Join(ids, ", "))
+		}
+		return nil
+	}
+	return DecodeHistory(ctx, h, k)
+}
