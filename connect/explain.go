@@ -30,6 +30,11 @@ var hints = []hint{
 		what: "the server's certificate is for another name: connect by a name it holds, or set --tls-server-name"},
 	{says: []string{"first record does not look like a TLS handshake", "tls: oversized record"}, tls: 1,
 		what: "the server does not speak TLS at this address: drop the TLS settings (or --tls=false)"},
+	// With TLS 1.3 the server checks a client certificate after the client
+	// has finished its handshake: a refusal may arrive as a closed
+	// connection instead of the server's alert.
+	{says: []string{"broken pipe", "connection reset by peer", "EOF"}, tls: 1,
+		what: "the server closed the connection after the TLS handshake: it may require a client certificate or refuse this one: give --tls-cert and --tls-key, signed by a CA the server trusts"},
 	{says: []string{"server preface", "connection reset by peer", "EOF"}, tls: -1,
 		what: "the server may require TLS: give --tls (with --tls-ca if its CA is not the system's, and --tls-cert/--tls-key if it requires a client certificate)"},
 	{says: []string{"connection refused", "no such host"}, tls: 0,
