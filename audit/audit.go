@@ -48,6 +48,7 @@
 package audit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 )
@@ -192,22 +194,40 @@ func (r Report) Unverified() int {
 	return n
 }
 
+// Option configures an audit.
+type Option func(*options)
+
+type options struct{ keyring *encryption.Keyring }
+
+// WithKeyring decrypts the payloads of a history written by workers with an
+// encryption key file before auditing it. A history with a payload under a
+// key k lacks, or any encrypted payload when no keyring is given, is refused
+// before it is read, naming the key.
+func WithKeyring(k *encryption.Keyring) Option { return func(o *options) { o.keyring = k } }
+
 // File audits the history in the file at path (see History).
-func File(path string, pol *policy.Policy) (Report, error) {
+func File(path string, pol *policy.Policy, opts ...Option) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Report{}, err
 	}
 	defer f.Close()
-	return History(f, pol)
+	return History(f, pol, opts...)
 }
 
 // History audits one exported history. pol is the policy to verify against;
 // nil: the policy recorded in the history (Report.PolicyFrom says which).
-func History(r io.Reader, pol *policy.Policy) (Report, error) {
+func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	hist, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
 	if err != nil {
 		return Report{}, fmt.Errorf("reading the history: %w", err)
+	}
+	if err := encryption.Decrypt(context.Background(), hist, o.keyring); err != nil {
+		return Report{}, err
 	}
 	evs := hist.GetEvents()
 	if len(evs) == 0 || evs[0].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {

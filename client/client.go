@@ -24,13 +24,16 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// Client is a toolgate client over a Temporal client (which it does not close).
+// Client is a toolgate client over a Temporal client (which it closes only
+// when Dial made it).
 type Client struct {
 	tc        sdkclient.Client
+	owned     bool // Dial made tc: Close closes it
 	taskQueue string
 	// resultCheck is how often Result asks whether the run has closed
 	// while its long poll has not answered (resultCheckInterval).
@@ -53,6 +56,28 @@ func New(tc sdkclient.Client, opts ...Option) *Client {
 		o(c)
 	}
 	return c
+}
+
+// Dial connects to Temporal with s (package connect: the profile file shared
+// with the temporal CLI, TEMPORAL_* variables, and s's own address, TLS, API
+// key and encryption key file) and returns a Client over that connection.
+// Close it when done.
+func Dial(ctx context.Context, s connect.Settings, opts ...Option) (*Client, error) {
+	tc, _, err := connect.Dial(ctx, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := New(tc, opts...)
+	c.owned = true
+	return c, nil
+}
+
+// Close closes the Temporal client if Dial made it; a Client made with New
+// leaves its Temporal client to its owner.
+func (c *Client) Close() {
+	if c.owned {
+		c.tc.Close()
+	}
 }
 
 // Temporal is the Temporal client underneath.

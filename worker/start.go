@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/toolgate/toolgate/connect"
 )
 
 // Start registers everything on a new worker for taskQueue, with o's
@@ -25,4 +27,25 @@ func Start(c client.Client, taskQueue string, o Options) (sdkworker.Worker, erro
 func Ready(ctx context.Context, c client.Client) error {
 	_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 	return err
+}
+
+// Connect dials Temporal with s (package connect: the profile file,
+// TEMPORAL_* variables and s's own settings, TLS, API key and encryption key
+// file) and starts a worker for taskQueue with o on that client. edit, if not
+// nil, adjusts the client options first (logger, metrics handler). A worker
+// encrypts with a key file of its own or not at all: a codec endpoint in the
+// profile is refused (connect.Settings.Worker). Stop the worker, then close
+// the client.
+func Connect(ctx context.Context, s connect.Settings, taskQueue string, o Options, edit func(*client.Options)) (client.Client, sdkworker.Worker, *connect.Conn, error) {
+	s.Worker = true
+	c, conn, err := connect.Dial(ctx, s, edit)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w, err := Start(c, taskQueue, o)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	return c, w, conn, nil
 }

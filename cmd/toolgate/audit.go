@@ -10,10 +10,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolgate/toolgate/audit"
+	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/policy"
 )
 
-// audit is `toolgate audit HISTORY.json... [--policy FILE]`: list every
+// audit is `toolgate audit HISTORY.json... [--policy FILE] [--encryption-key-file FILE]`: list every
 // decision of exported histories (`temporal workflow show --output json`)
 // with who made it, under which rule, and whether its signature verifies,
 // and every executed call that needed a decision with what let it run
@@ -23,9 +24,18 @@ import (
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := c.flags("audit")
 	policyFile := fs.String("policy", "", "verify against this policy file, kept apart from the runs, instead of the policy recorded in each history")
+	keyFile := keyFileFlag(fs)
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	var opts []audit.Option
+	if *keyFile != "" {
+		k, err := encryption.LoadKeyring(*keyFile)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, audit.WithKeyring(k))
 	}
 	if len(files) == 0 {
 		return errors.New("usage: toolgate audit HISTORY.json... [--policy FILE] (temporal workflow show --workflow-id ID --output json > HISTORY.json)")
@@ -42,7 +52,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
 		}
-		rep, err := audit.File(f, pol)
+		rep, err := audit.File(f, pol, opts...)
 		if err != nil {
 			unreadable++
 			fmt.Fprintf(c.stdout, "%s: %s\n", f, multiLine(err.Error()))

@@ -55,7 +55,7 @@ func (c *cli) start(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *cli) start(ctx context.Context, args []string) error {
 	if !*wait {
 		return nil
 	}
-	res, err := c.follow(ctx, tc, cn, *id, nil)
+	res, err := c.follow(ctx, tc, conn, *id, nil)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (c *cli) show(ctx context.Context, name string, args []string, render func(
 	if len(pos) != 1 {
 		return fmt.Errorf("%s needs exactly one run id", name)
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, _, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		}
 		who.Data = json.RawMessage(*data)
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, _, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}

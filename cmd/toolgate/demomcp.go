@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/mcpsource"
 	"github.com/toolgate/toolgate/plan"
@@ -47,7 +48,7 @@ func (c *cli) demoMCP(ctx context.Context, data, file, share string, yes bool) e
 		fmt.Fprintf(c.stdout, "created %s\n", path)
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) and the MCP servers of %s …\n", data, file)
-	s, err := c.up(ctx, devserver.Options{DataDir: data, Address: "127.0.0.1:0", Namespace: "default"}, &workerOptions{mcpFile: file}, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: data, Address: "127.0.0.1:0", Namespace: "default"}, connect.Settings{}, &workerOptions{mcpFile: file}, nil)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -56,7 +57,7 @@ func (c *cli) revoke(ctx context.Context, args []string) error {
 	}, "revoked")
 }
 
-func (c *cli) grantOrRevoke(ctx context.Context, cn *conn, as, keyFile string, send func(*tgclient.Client, ed25519.PrivateKey) (workflows.Grant, error), done string) error {
+func (c *cli) grantOrRevoke(ctx context.Context, cn *connect.Settings, as, keyFile string, send func(*tgclient.Client, ed25519.PrivateKey) (workflows.Grant, error), done string) error {
 	if as == "" || keyFile == "" {
 		return errors.New("--as NAME and --key FILE are required: a grant is a signed decision")
 	}
@@ -64,7 +65,7 @@ func (c *cli) grantOrRevoke(ctx context.Context, cn *conn, as, keyFile string, s
 	if err != nil {
 		return err
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, _, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}

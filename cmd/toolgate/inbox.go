@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -17,17 +16,22 @@ import (
 )
 
 // inboxFlags are the flags of the approvals inbox's listener; dev prefixes
-// them with "inbox-".
+// them with "inbox-". The listener's certificate flags have a prefix of their
+// own (tlsPrefix: "listen-" for `toolgate inbox`, whose --tls-cert and
+// --tls-key are the Temporal client's, as on every command that talks to
+// Temporal).
 type inboxFlags struct {
 	tlsCert, tlsKey *string
 	insecure        *bool
 	hosts           *string
+	tlsFlag         string // the name of the certificate flag, for errors
 }
 
-func addInboxFlags(fs *flag.FlagSet, prefix string) inboxFlags {
+func addInboxFlags(fs *flag.FlagSet, prefix, tlsPrefix string) inboxFlags {
 	return inboxFlags{
-		tlsCert:  fs.String(prefix+"tls-cert", "", "serve the inbox over HTTPS with this certificate file (PEM)"),
-		tlsKey:   fs.String(prefix+"tls-key", "", "the private key file (PEM) of --"+prefix+"tls-cert"),
+		tlsCert:  fs.String(tlsPrefix+"tls-cert", "", "serve the inbox over HTTPS with this certificate file (PEM)"),
+		tlsKey:   fs.String(tlsPrefix+"tls-key", "", "the private key file (PEM) of --"+tlsPrefix+"tls-cert"),
+		tlsFlag:  "--" + tlsPrefix + "tls-cert",
 		insecure: fs.Bool(prefix+"insecure", false, "serve the inbox over plain HTTP on a non-loopback address (anyone on the network can then read waiting calls and decide unsigned ones)"),
 		hosts:    fs.String(prefix+"host", "", "comma-separated host names the inbox answers to, besides IP addresses and localhost"),
 	}
@@ -100,11 +104,11 @@ func (c *cli) checkInboxListen(addr string, f inboxFlags) (bool, error) {
 	}
 	tls := *f.tlsCert != "" || *f.tlsKey != ""
 	if tls && (*f.tlsCert == "" || *f.tlsKey == "") {
-		return false, errors.New("the inbox's TLS needs both a certificate and its key (--tls-cert and --tls-key)")
+		return false, fmt.Errorf("the inbox's TLS needs both a certificate and its key (%s and %s)", f.tlsFlag, strings.TrimSuffix(f.tlsFlag, "cert")+"key")
 	}
 	if !isLoopback(host) && !tls {
 		if !*f.insecure {
-			return false, fmt.Errorf("inbox address %s is not a loopback address: serve it over TLS (--tls-cert, --tls-key), or pass --insecure to serve plain HTTP to the network", addr)
+			return false, fmt.Errorf("inbox address %s is not a loopback address: serve it over TLS (%s, %s), or pass --insecure to serve plain HTTP to the network", addr, f.tlsFlag, strings.TrimSuffix(f.tlsFlag, "cert")+"key")
 		}
 		fmt.Fprintf(c.stderr, "WARNING: the inbox at %s is plain HTTP on a non-loopback address: anyone who can reach it can read waiting calls and decide those of runs without a policy, and browsers will not sign decisions there (WebCrypto needs https)\n", addr)
 	}
@@ -115,8 +119,8 @@ func (c *cli) checkInboxListen(addr string, f inboxFlags) (bool, error) {
 func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	fs := c.flags("inbox")
 	cn := c.connFlags(fs)
-	listen := fs.String("listen", "127.0.0.1:8080", "serve the inbox at this host:port (non-loopback needs --tls-cert/--tls-key or --insecure)")
-	f := addInboxFlags(fs, "")
+	listen := fs.String("listen", "127.0.0.1:8080", "serve the inbox at this host:port (non-loopback needs --listen-tls-cert/--listen-tls-key or --insecure)")
+	f := addInboxFlags(fs, "", "listen-")
 	queues := servedQueuesFlag(fs)
 	timeout := queryTimeoutFlag(fs)
 	if _, err := parse(fs, args); err != nil {
@@ -125,7 +129,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	if _, err := c.checkInboxListen(*listen, f); err != nil {
 		return err
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
@@ -135,7 +139,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ib.stop()
-	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, namespace %s, task queue %s)\n", ib.URL, cn.address, cn.namespace, strings.Join(queues.queues, ", "))
+	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, task queue %s)\n", ib.URL, conn.Describe(), strings.Join(queues.queues, ", "))
 	<-ctx.Done()
 	return nil
 }
@@ -144,7 +148,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 // the stack, and says where (with a policy: which key file to load).
 func (c *cli) demoInbox(s *stack, ds *demoSigners) (*runningInbox, error) {
 	no, off := "", false
-	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no}, inboxListing{})
+	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -29,30 +30,42 @@ Usage:
   toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
                   [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
                   [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
-                  [--mcp FILE] [--inbox-address HOST:PORT]
-  toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
+                  [--mcp FILE] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
+                  [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+  toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
                   [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
-  toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
+  toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
                   [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
   toolgate mcp list --mcp FILE [--json]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
-                  [--as NAME --key FILE]
-  toolgate status|next|trace ID [--json]
-  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON]
-  toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]]
-  toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION]
-  toolgate revoke  ID GRANT_ID --as NAME --key FILE
-  toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s]
-  toolgate replay FILE...
-  toolgate audit  HISTORY.json... [--policy FILE]
+                  [--as NAME --key FILE] [CONNECTION]
+  toolgate status|next|trace ID [--json] [CONNECTION]
+  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON] [CONNECTION]
+  toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]] [CONNECTION]
+  toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION] [CONNECTION]
+  toolgate revoke  ID GRANT_ID --as NAME --key FILE [CONNECTION]
+  toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s] [CONNECTION]
+  toolgate replay FILE... [--encryption-key-file FILE]
+  toolgate audit  HISTORY.json... [--policy FILE] [--encryption-key-file FILE]
   toolgate keys new NAME [--dir DIR]
+  toolgate keys encryption FILE
+  toolgate keys tls DIR [--host H]...
+  toolgate codec-server [--listen HOST:PORT] --encryption-key-file FILE [--origin URL]... [--auth-file FILE]
+                  [--namespace NS]... [--tls-cert FILE --tls-key FILE] [--insecure]
+
+CONNECTION (as the temporal CLI: a profile of its temporal.toml, then TEMPORAL_*
+variables, then these flags, each over the one before):
+  [--address HOST:PORT] [--namespace NS] [--profile NAME] [--config-file FILE]
+  [--api-key KEY] [--tls[=false]] [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
+  [--tls-server-name NAME] [--encryption-key-file FILE]
 
 The benchmark is a command of its own (BENCHMARKS.md):
   go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
 
---address defaults to $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace to
-$TEMPORAL_NAMESPACE or default, --data DIR to .toolgate/ under the current directory.
+--address defaults to the profile's, $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace
+to the profile's, $TEMPORAL_NAMESPACE or default, --data DIR to .toolgate/ under the
+current directory.
 `
 
 // exitError carries a process exit code with its message.
@@ -129,16 +142,12 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// conn holds the connection flags shared by the client commands.
-type conn struct {
-	address, namespace string
-}
-
-func (c *cli) connFlags(fs *flag.FlagSet) *conn {
-	cn := &conn{}
-	fs.StringVar(&cn.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
-	fs.StringVar(&cn.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	return cn
+// connFlags adds the connection flags (package connect) to fs: where
+// Temporal is, how to authenticate, and the encryption key file.
+func (c *cli) connFlags(fs *flag.FlagSet) *connect.Settings {
+	s := &connect.Settings{}
+	s.AddFlags(fs)
+	return s
 }
 
 func envOr(key, def string) string {
@@ -153,20 +162,17 @@ func (c *cli) quietLogger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
-// dial connects to the Temporal server, saying what to do when there is none.
-func (c *cli) dial(ctx context.Context, cn *conn) (client.Client, error) {
-	return c.dialWith(ctx, cn, nil)
+// dial connects to the Temporal server of s, saying what to do when that fails.
+func (c *cli) dial(ctx context.Context, s *connect.Settings) (client.Client, *connect.Conn, error) {
+	return c.dialWith(ctx, s, nil)
 }
 
 // dialWith is dial, with the SDK's metrics (and those of the runs of a worker
 // on this client) going to metrics; nil: no metrics.
-func (c *cli) dialWith(ctx context.Context, cn *conn, metrics client.MetricsHandler) (client.Client, error) {
-	cl, err := client.DialContext(ctx, client.Options{HostPort: cn.address, Namespace: cn.namespace, Logger: c.quietLogger(), MetricsHandler: metrics})
-	if err != nil {
-		return nil, fmt.Errorf("no Temporal server answers at %s (namespace %s): start one with `toolgate dev`, or point --address / TEMPORAL_ADDRESS at yours: %w",
-			cn.address, cn.namespace, err)
-	}
-	return cl, nil
+func (c *cli) dialWith(ctx context.Context, s *connect.Settings, metrics client.MetricsHandler) (client.Client, *connect.Conn, error) {
+	return connect.Dial(ctx, *s, func(o *client.Options) {
+		o.Logger, o.MetricsHandler = c.quietLogger(), metrics
+	})
 }
 
 // taskQueueFlag adds --task-queue.

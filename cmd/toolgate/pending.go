@@ -85,7 +85,7 @@ func (c *cli) pending(ctx context.Context, args []string) error {
 		}
 		opts.PageToken = tok
 	}
-	tc, err := c.dial(ctx, cn)
+	tc, _, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -180,7 +181,7 @@ func printInbox(w io.Writer, items []tgclient.PendingCall) {
 // (nil: only print how to decide).
 // address and namespace are where the run is, for the instructions printed
 // when nobody decides here.
-func (c *cli) follow(ctx context.Context, tc client.Client, cn *conn, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
+func (c *cli) follow(ctx context.Context, tc client.Client, cn *connect.Conn, id string, onWait func(workflows.Interrupt) error) (workflows.RunResult, error) {
 	cl := tgclient.New(tc)
 	shown := 0
 	asked := map[string]bool{}
@@ -228,12 +229,12 @@ func (c *cli) follow(ctx context.Context, tc client.Client, cn *conn, id string,
 	}
 }
 
-func printHowToDecide(w io.Writer, cn *conn, id string, it workflows.Interrupt, signedOnly bool) {
+func printHowToDecide(w io.Writer, cn *connect.Conn, id string, it workflows.Interrupt, signedOnly bool) {
 	extra := `,"args_digest":"` + oneLine(it.ArgsDigest) + `"`
 	if it.Kind == workflows.KindInterrupt {
 		extra += `,"kind":"interrupt"`
 	}
-	at := fmt.Sprintf("--address %s --namespace %s", cn.address, cn.namespace)
+	at := fmt.Sprintf("--address %s --namespace %s", cn.Address(), cn.Namespace())
 	if signedOnly {
 		fmt.Fprintf(w, `decide from another shell (the worker's policy takes signed decisions only):
   toolgate approve %[1]s %[2]s --as NAME --key NAME.key %[3]s

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
@@ -42,6 +43,7 @@ func dataFlag(fs *flag.FlagSet) *string {
 type stack struct {
 	server *devserver.Server
 	client client.Client
+	conn   *connect.Conn // how client reaches server
 	worker sdkworker.Worker
 	desk   *desk.Desk
 	mcp    *mcpTools // the --mcp file's servers, if any
@@ -65,8 +67,11 @@ func (s *stack) stop() {
 
 // up starts the embedded server (srv: where and what it serves; its logger
 // and search attributes are set here) and, unless wo is nil, a worker on it
-// (metrics: the worker's metrics handler, nil for none).
-func (c *cli) up(ctx context.Context, srv devserver.Options, wo *workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
+// (metrics: the worker's metrics handler, nil for none). own is how this
+// process's client reaches the server: its address and namespace are set
+// here, and it is isolated from profiles and TEMPORAL_* variables (meant for
+// other clusters); it may name an encryption key file.
+func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Settings, wo *workerOptions, metrics client.MetricsHandler) (_ *stack, err error) {
 	s := &stack{}
 	defer func() {
 		if err != nil {
@@ -92,7 +97,8 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, wo *workerOptions, 
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
-	s.client, err = c.dialWith(ctx, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, metrics)
+	own.Address, own.Namespace, own.Isolated, own.Worker = s.server.Address(), s.server.Namespace(), true, wo != nil
+	s.client, s.conn, err = c.dialWith(ctx, &own, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +137,8 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	noWorker := fs.Bool("no-worker", false, "serve only: run no worker in this process (start `toolgate worker` processes against --address)")
 	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
 	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
-	ibf := addInboxFlags(fs, "inbox-")
+	ibf := addInboxFlags(fs, "inbox-", "inbox-")
+	keyFile := fs.String("encryption-key-file", "", "encrypt the payloads of this process's worker and client with this key file (toolgate keys encryption FILE); with --ui-address, a codec server on loopback lets the UI show them")
 	sv := servingFlags(fs)
 	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
@@ -147,7 +154,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		wp = nil
 	}
 	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		wp, tel.handler())
+		connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
 	if err != nil {
 		return err
 	}
@@ -185,11 +192,6 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
-	cl, err := c.dialWith(ctx, cn, tel.handler())
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	wo, err := sv.workerOptions(tel, c.stderr)
 	if err != nil {
 		return err
@@ -212,12 +214,15 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.SearchAttributes = *searchAttrs
-	w, err := worker.Start(cl, *tq, opts)
+	cl, w, conn, err := worker.Connect(ctx, *cn, *tq, opts, func(o *client.Options) {
+		o.Logger, o.MetricsHandler = c.quietLogger(), tel.handler()
+	})
 	if err != nil {
 		return err
 	}
+	defer cl.Close()
 	defer w.Stop()
-	fmt.Fprintf(c.stdout, "worker ready on %s (namespace %s, task queue %s)\n", cn.address, cn.namespace, *tq)
+	fmt.Fprintf(c.stdout, "worker ready on %s, task queue %s\n", conn.Describe(), *tq)
 	<-ctx.Done()
 	return nil
 }
@@ -255,7 +260,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
 	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, &wo, nil)
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, connect.Settings{}, &wo, nil)
 	if err != nil {
 		return err
 	}
@@ -320,7 +325,7 @@ func (c *cli) demoRun(ctx context.Context, s *stack, id string, in workflows.Run
 		return workflows.RunResult{}, fmt.Errorf("starting the demo run: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "server at %s; run %s: %q\n\n", s.server.Address(), id, in.Goal)
-	res, err := c.follow(ctx, s.client, &conn{address: s.server.Address(), namespace: s.server.Namespace()}, id, decider(id))
+	res, err := c.follow(ctx, s.client, s.conn, id, decider(id))
 	if err != nil {
 		return res, err
 	}
