@@ -1,0 +1,194 @@
+package ops_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/encryption"
+	"github.com/toolgate/toolgate/testsuite/testenv"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// secrets are what the encrypted walk-through's tools see and return: none
+// may reach the server in plaintext.
+var secrets = []string{"TKT-3", "login", "13579", "outage", "Grace Hopper"}
+
+// writeRefundPlan writes the walk-through with a refund after the close:
+// search, search again (a memo hit), close TKT-3, refund 13579 cents of BK-2.
+func writeRefundPlan(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "refund.json")
+	b := []byte(`{"goal":"find the login ticket, close it and refund the outage","planner":{"kind":"scripted","answer":"closed TKT-3, refunded","turns":[` +
+		`[{"tool":"search_tickets","args":{"query":"login"}}],` +
+		`[{"tool":"search_tickets","args":{"query":"login"}}],` +
+		`[{"tool":"close_ticket","args":{"ticket_id":"TKT-3"}}],` +
+		`[{"tool":"refund","args":{"booking_id":"BK-2","amount_cents":13579,"reason":"outage"}}]]}}`)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// exportHistory fetches a run's history with a client that has no key (as
+// `temporal workflow show --output json` would) and writes it to a file.
+func exportHistory(t *testing.T, address, id string) (string, *historypb.History) {
+	t.Helper()
+	plain, err := client.Dial(client.Options{HostPort: address, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer plain.Close()
+	h := &historypb.History{}
+	it := plain.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.Marshal(h)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), id+".json")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path, h
+}
+
+// requireNoSecret fails if data holds a secret in plaintext or in base64 at
+// any of the three alignments.
+func requireNoSecret(t *testing.T, what string, data []byte) {
+	t.Helper()
+	for _, s := range secrets {
+		for _, form := range secretForms(s) {
+			require.False(t, bytes.Contains(data, []byte(form)), "%s holds %q (as %q)", what, s, form)
+		}
+	}
+}
+
+// secretForms are s and the parts of its base64 that do not depend on the
+// bytes around it, at each of the three offsets s can start at.
+func secretForms(s string) []string {
+	forms := []string{s}
+	for pad := range 3 {
+		enc := base64.StdEncoding.EncodeToString(append(bytes.Repeat([]byte{0}, pad), s...))
+		// keep the characters made of s's bits alone, not of the bytes
+		// around it
+		start := (pad*8 + 5) / 6
+		end := (pad + len(s)) * 8 / 6
+		if end-start >= 4 {
+			forms = append(forms, enc[start:end])
+		}
+	}
+	return forms
+}
+
+// TestEncryptedWalkThrough: with --encryption-key-file on the worker and the
+// client commands, the walk-through with a close and a refund leaves no
+// argument or result of a tool in the server's database or in an exported
+// history, while the commands with the key show them; an approval sent as
+// plaintext (as the stock temporal CLI sends it) still decides; replay and
+// audit read the history with the key file, and refuse it without, naming
+// the key.
+func TestEncryptedWalkThrough(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.json")
+	res := toolgate(t, "keys", "encryption", keys)
+	require.Equal(t, 0, res.code, res.stderr)
+	kr, err := encryption.LoadKeyring(keys)
+	require.NoError(t, err)
+	key := kr.Newest()
+	data := filepath.Join(dir, "data")
+	p := startToolgate(t, "dev", "--data", data, "--address", "127.0.0.1:0", "--encryption-key-file", keys)
+	address := strings.TrimPrefix(p.waitLine(t, "ready ", 2*time.Minute), "ready ")
+	withKey := []string{"--address", address, "--encryption-key-file", keys}
+	id := "enc-walk"
+
+	res = toolgate(t, append([]string{"run", "--id", id, "--plan", writeRefundPlan(t)}, withKey...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	next := func(want string) {
+		testenv.Eventually(t, 30*time.Second, id+" at "+want, func() error {
+			res := toolgate(t, append([]string{"next", id}, withKey...)...)
+			if strings.TrimSpace(res.stdout) != want {
+				return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
+			}
+			return nil
+		})
+	}
+	next("gate:close_ticket")
+	res = toolgate(t, append([]string{"pending"}, withKey...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Contains(t, res.stdout, "TKT-3", "pending with the key shows the arguments")
+	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, withKey...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	next("gate:refund")
+
+	// The refund is approved by a plaintext signal from a client without
+	// the key: the payload the stock `temporal workflow signal` sends.
+	tgc, err := tgclient.Dial(context.Background(), connect.Settings{Address: address, EncryptionKeyFile: keys, Isolated: true})
+	require.NoError(t, err)
+	defer tgc.Close()
+	it := waitPending(t, tgc.Temporal(), id, "c-4")
+	plain, err := client.Dial(client.Options{HostPort: address, Logger: quietLogger()})
+	require.NoError(t, err)
+	defer plain.Close()
+	require.NoError(t, plain.SignalWorkflow(context.Background(), id, "", "approve",
+		map[string]string{"call_id": "c-4", "approver": "bob", "args_digest": it.ArgsDigest}))
+	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
+		res := toolgate(t, append([]string{"status", id}, withKey...)...)
+		if !strings.Contains(res.stdout, "status: completed") {
+			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
+		}
+		return nil
+	})
+	trace := toolgate(t, append([]string{"trace", id}, withKey...)...)
+	require.Equal(t, 0, trace.code, trace.stderr)
+	for _, s := range secrets {
+		require.Contains(t, trace.stdout, s, "the trace, read with the key, shows what the tools saw")
+	}
+
+	// A client without the key reads no secret: the state it queries is
+	// encrypted, and so is every payload of the history it exports.
+	v, err := plain.QueryWorkflow(context.Background(), id, "", workflows.QueryState)
+	require.NoError(t, err)
+	var st map[string]any
+	require.Error(t, v.Get(&st), "a client without the key cannot read the state")
+	file, hist := exportHistory(t, address, id)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	requireNoSecret(t, "the exported history", b)
+	require.Equal(t, []string{key}, encryption.KeyIDs(hist))
+
+	res = toolgate(t, "replay", file, "--encryption-key-file", keys)
+	require.Equal(t, 0, res.code, res.stdout+res.stderr)
+	res = toolgate(t, "replay", file)
+	require.NotEqual(t, 0, res.code)
+	require.Contains(t, res.stdout, key, "replay without the key names the key it needs")
+	res = toolgate(t, "audit", file, "--encryption-key-file", keys)
+	require.Equal(t, 0, res.code, res.stdout+res.stderr)
+	require.Contains(t, res.stdout, "bob")
+	res = toolgate(t, "audit", file)
+	require.NotEqual(t, 0, res.code)
+	require.Contains(t, res.stdout, key)
+
+	// The server's database holds no secret either (read once it stopped).
+	p.stop(t)
+	dbs, err := filepath.Glob(filepath.Join(data, "temporal*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, dbs)
+	var all []byte
+	for _, f := range dbs {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		requireNoSecret(t, f, b)
+		all = append(all, b...)
+	}
+	require.True(t, bytes.Contains(all, []byte(id)), "the database was read: it holds the run's workflow id")
+}
