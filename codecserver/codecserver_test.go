@@ -184,6 +184,17 @@ func TestRefusals(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 	assert.Contains(t, out, "1024")
 
+	// A body of unknown length (chunked) is bounded as it is read.
+	req, err := http.NewRequest("POST", srv.URL+"/decode", io.MultiReader(strings.NewReader(body(t, &commonpb.Payload{Data: make([]byte, 2048)}))))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", token)
+	req.Header.Set("X-Namespace", "default")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, int64(0), req.ContentLength, "unknown: sent chunked")
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+
 	code, _, out = post(t, srv, "POST", "/decode", small, "Authorization", token, "X-Namespace", "other")
 	assert.Equal(t, http.StatusForbidden, code)
 	assert.Contains(t, out, `"other"`)
@@ -208,7 +219,7 @@ func TestRefusals(t *testing.T) {
 		_, err := New(Options{Codec: keyring(t).Codec(), Origins: []string{bad}})
 		assert.Error(t, err, bad)
 	}
-	_, err := New(Options{})
+	_, err = New(Options{})
 	assert.Error(t, err)
 }
 
