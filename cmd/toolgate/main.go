@@ -47,6 +47,9 @@ Usage:
   toolgate replay FILE...
   toolgate audit  HISTORY.json... [--policy FILE]
   toolgate keys new NAME [--dir DIR]
+  toolgate keys encryption FILE
+  toolgate codec-server [--listen HOST:PORT] --encryption-key-file FILE [--origin URL]... [--auth-file FILE]
+                  [--namespace NS]... [--tls-cert FILE --tls-key FILE] [--insecure]
 
 The benchmark is a command of its own (BENCHMARKS.md):
   go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
@@ -98,6 +101,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
+		"codec-server": c.codecServer,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
