@@ -164,6 +164,14 @@ func TestTampered(t *testing.T) {
 	_, err = decode1(k, relabelled)
 	assert.ErrorContains(t, err, "authentication failed")
 
+	// Even between two ids of the same key bytes: only the additional data tells them apart.
+	twins := load(t, writeFile(t, `{"keys":[`+keyJSON("k1", 32)+`,`+keyJSON("k2", 32)+`]}`))
+	sealed := encode1(t, twins, plain(t, "x"))
+	require.Equal(t, "k2", string(sealed.Metadata[MetadataKeyID]))
+	sealed.Metadata[MetadataKeyID] = []byte("k1")
+	_, err = decode1(twins, sealed)
+	assert.ErrorContains(t, err, "authentication failed")
+
 	short := proto.Clone(enc).(*commonpb.Payload)
 	short.Data = short.Data[:nonceSize]
 	_, err = decode1(k, short)

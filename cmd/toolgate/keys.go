@@ -15,14 +15,30 @@ import (
 // in a policy file.
 var keyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
-// keys is `toolgate keys new NAME [--dir DIR]`.
+// keysUsage lists the kinds of key `toolgate keys` makes.
+const keysUsage = `usage: toolgate keys new NAME [--dir DIR]
+       toolgate keys encryption FILE`
+
+// keys is `toolgate keys KIND ...`: it makes a key of that kind.
 func (c *cli) keys(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "new" {
-		return errors.New("usage: toolgate keys new NAME [--dir DIR]")
+	if len(args) == 0 {
+		return errors.New(keysUsage)
 	}
+	switch args[0] {
+	case "new":
+		return c.keysNew(ctx, args[1:])
+	case "encryption":
+		return c.keysEncryption(ctx, args[1:])
+	default:
+		return fmt.Errorf("toolgate keys %.40q: no such kind of key\n%s", args[0], keysUsage)
+	}
+}
+
+// keysNew is `toolgate keys new NAME [--dir DIR]`: an approver's signing key pair.
+func (c *cli) keysNew(ctx context.Context, args []string) error {
 	fs := c.flags("keys new")
 	dir := fs.String("dir", filepath.Join(".toolgate", "keys"), "directory to write NAME.key and NAME.pub in")
-	pos, err := parse(fs, args[1:])
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
