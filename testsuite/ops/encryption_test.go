@@ -25,7 +25,7 @@ import (
 
 // secrets are what the encrypted walk-through's tools see and return: none
 // may reach the server in plaintext.
-var secrets = []string{"TKT-3", "login", "13579", "outage", "Grace Hopper"}
+var secrets = []string{"TKT-3", "login", "13579", "outage", "password reset"}
 
 // writeRefundPlan writes the walk-through with a refund after the close:
 // search, search again (a memo hit), close TKT-3, refund 13579 cents of BK-2.
