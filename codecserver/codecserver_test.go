@@ -239,3 +239,29 @@ func TestListen(t *testing.T) {
 	_, err = http.Post(s.URL+"/decode", "application/json", strings.NewReader(`{"payloads":[]}`))
 	assert.Error(t, err, "stopped")
 }
+
+// The SDK's own remote codec (what a client with a codec endpoint uses)
+// talks to the server.
+func TestRemotePayloadCodec(t *testing.T) {
+	k := keyring(t)
+	srv := server(t, k, nil)
+	remote := converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{
+		Endpoint: srv.URL,
+		ModifyRequest: func(r *http.Request) error {
+			r.Header.Set("Authorization", token)
+			r.Header.Set("X-Namespace", "default")
+			return nil
+		},
+	})
+	in, err := converter.GetDefaultDataConverter().ToPayload("over the wire")
+	require.NoError(t, err)
+	enc, err := remote.Encode([]*commonpb.Payload{in})
+	require.NoError(t, err)
+	assert.Equal(t, k.Newest(), string(enc[0].Metadata[encryption.MetadataKeyID]))
+	dec, err := k.Codec().Decode(enc)
+	require.NoError(t, err)
+	assert.True(t, proto.Equal(in, dec[0]))
+	back, err := remote.Decode(enc)
+	require.NoError(t, err)
+	assert.True(t, proto.Equal(in, back[0]))
+}
