@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	tgclient "github.com/toolgate/toolgate/client"
@@ -165,6 +167,33 @@ func TestEncryptedWalkThrough(t *testing.T) {
 	require.NoError(t, err)
 	requireNoSecret(t, "the exported history", b)
 	require.Equal(t, []string{key}, encryption.KeyIDs(hist))
+
+	// The codec server shows the payloads to a client that brings its
+	// Authorization, through the SDK's own remote codec (what the temporal
+	// CLI's --codec-endpoint and the Web UI speak), and to nobody else.
+	auth := filepath.Join(dir, "codec-auth")
+	require.NoError(t, os.WriteFile(auth, []byte("Bearer codec-test-token\n"), 0o600))
+	cs := startToolgate(t, "codec-server", "--listen", "127.0.0.1:0", "--encryption-key-file", keys, "--auth-file", auth)
+	endpoint := strings.TrimPrefix(cs.waitLine(t, "codec server at ", time.Minute), "codec server at ")
+	input := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	remote := func(authorization string) converter.PayloadCodec {
+		return converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{Endpoint: endpoint,
+			ModifyRequest: func(r *http.Request) error {
+				r.Header.Set("X-Namespace", "default")
+				if authorization != "" {
+					r.Header.Set("Authorization", authorization)
+				}
+				return nil
+			}})
+	}
+	decoded, err := remote("Bearer codec-test-token").Decode(input)
+	require.NoError(t, err)
+	require.Contains(t, string(decoded[0].GetData()), "login", "the codec server decrypts the run's input")
+	for _, wrong := range []string{"", "Bearer another-token"} {
+		_, err = remote(wrong).Decode(input)
+		require.Error(t, err, "a client without the codec server's Authorization %q reads nothing", wrong)
+	}
+	cs.stop(t)
 
 	res = toolgate(t, "replay", file, "--encryption-key-file", keys)
 	require.Equal(t, 0, res.code, res.stdout+res.stderr)
