@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
@@ -77,7 +78,9 @@ func Run(ctx context.Context, tc client.Client, orders *sync.Map, out io.Writer)
 }
 
 func main() {
-	tc, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS")}) // empty: 127.0.0.1:7233
+	// The temporal CLI's profile, TEMPORAL_* variables (address, API key, TLS):
+	// by default 127.0.0.1:7233.
+	tc, _, err := connect.Dial(context.Background(), connect.Settings{}, nil)
 	var res workflows.RunResult
 	if err == nil {
 		defer tc.Close()
