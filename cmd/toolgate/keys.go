@@ -15,10 +15,18 @@ import (
 // in a policy file.
 var keyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
-// keys is `toolgate keys new NAME [--dir DIR]`.
+// keys is `toolgate keys new NAME [--dir DIR]` and `toolgate keys tls DIR
+// [--host H]...` (keys_tls.go).
 func (c *cli) keys(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "new" {
-		return errors.New("usage: toolgate keys new NAME [--dir DIR]")
+	if len(args) == 0 {
+		return errors.New("usage: toolgate keys new NAME [--dir DIR] | toolgate keys tls DIR [--host H]...")
+	}
+	switch args[0] {
+	case "new":
+	case "tls":
+		return c.keysTLS(args[1:])
+	default:
+		return errors.New("usage: toolgate keys new NAME [--dir DIR] | toolgate keys tls DIR [--host H]...")
 	}
 	fs := c.flags("keys new")
 	dir := fs.String("dir", filepath.Join(".toolgate", "keys"), "directory to write NAME.key and NAME.pub in")

@@ -47,6 +47,7 @@ Usage:
   toolgate replay FILE...
   toolgate audit  HISTORY.json... [--policy FILE]
   toolgate keys new NAME [--dir DIR]
+  toolgate keys tls DIR [--host H]... [--client-name CN] [--valid-for DURATION]
 
 The benchmark is a command of its own (BENCHMARKS.md):
   go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
