@@ -29,7 +29,7 @@ Usage:
   toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
                   [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
                   [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
-                  [--mcp FILE] [--inbox-address HOST:PORT]
+                  [--mcp FILE] [--inbox-address HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
   toolgate inbox  [--listen HOST:PORT] [--address HOST:PORT] [--namespace NS] [--tls-cert FILE --tls-key FILE]
                   [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
   toolgate worker [--address HOST:PORT] [--namespace NS] [--task-queue Q] [--data DIR] [--allow-auto-approve]
