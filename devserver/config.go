@@ -161,7 +161,10 @@ func resolveFrontend(addr string, small bool) (endpoint, error) {
 // open in the operator's browser could start or signal workflows through it.
 // The server starts it only for a non-zero RPC.HTTPPort (httpEnabled and
 // HTTPAPIServerProvider in go.temporal.io/server/service/frontend/fx.go).
-func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool) (*config.Config, error) {
+//
+// With tlsOpts (checked), the frontend serves TLS and an internal frontend
+// serves the server's own clients (applyTLS, TLSOptions).
+func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool, tlsOpts *TLSOptions) (*config.Config, error) {
 	ports := newPortPicker("127.0.0.1")
 	ports.used[fe.port] = true
 	ports.small = pg
@@ -233,6 +236,11 @@ func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool) (*config.
 	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	// The server's internal SDK clients (system workflows) dial this.
 	cfg.PublicClient.HostPort = fe.address
+	if tlsOpts != nil {
+		if _, err := applyTLS(&cfg, tlsOpts, next); err != nil {
+			return nil, err
+		}
+	}
 	return &cfg, nil
 }
 

@@ -90,11 +90,24 @@ type Options struct {
 	// Metrics receives the server's own metrics (persistence requests and
 	// their latency, task queue latencies …); nil records none.
 	Metrics metrics.Handler
+	// TLS, when set, makes the frontend at Address serve TLS only, and with
+	// TLS.ClientCAFile require client certificates (mutual TLS). The
+	// server's own parts then use a plaintext frontend on 127.0.0.1
+	// (Server.InternalAddress): see TLSOptions for what that means.
+	TLS *TLSOptions
+	// UICodecEndpoint, when set, is the URL of a codec server (e.g.
+	// http://127.0.0.1:8081, or one that `toolgate codec-server` serves) the
+	// Web UI sends payloads to for decoding, from the browser: the UI's
+	// codec.endpoint setting, served at UIAddress's /api/v1/settings. Only
+	// with UIAddress.
+	UICodecEndpoint string
 }
 
 // Server is a running in-process Temporal server.
 type Server struct {
 	address   string
+	internal  string // the plaintext frontend of the server's own parts (address without TLS)
+	tls       bool
 	httpAddr  string
 	namespace string
 	dbPath    string
@@ -136,6 +149,14 @@ func boundStart(ctx context.Context) (context.Context, context.CancelFunc) {
 // and the search attributes are registered. ctx bounds the start (2 minutes
 // when it has no deadline); it does not stop the server later: call Stop.
 func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.TLS != nil {
+		if opts.TLS, err = opts.TLS.check(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.UICodecEndpoint != "" && opts.UIAddress == "" {
+		return nil, errors.New("devserver: UICodecEndpoint needs UIAddress (it is a setting of the Web UI)")
+	}
 	if opts.Database != "" {
 		return startPostgres(ctx, opts)
 	}
@@ -222,9 +243,16 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 
 // run starts the server on its stores and waits until it is ready.
 func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, visCfg *config.SQL) error {
-	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI)
+	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI, opts.TLS)
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
+	}
+	services := temporal.DefaultServices
+	s.internal = s.address
+	if ife, ok := cfg.Services[internalFrontend]; ok {
+		s.tls = true
+		s.internal = net.JoinHostPort("127.0.0.1", strconv.Itoa(ife.RPC.GRPCPort))
+		services = append(slices.Clip(services), internalFrontend)
 	}
 	if p := cfg.Services["frontend"].RPC.HTTPPort; p != 0 {
 		s.httpAddr = net.JoinHostPort(fe.dialIP, strconv.Itoa(p))
@@ -240,7 +268,7 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	}
 	serverOpts := []temporal.ServerOption{
 		temporal.WithConfig(cfg),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
@@ -264,7 +292,9 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	}
 
 	if opts.UIAddress != "" {
-		if s.ui, err = startUI(ctx, opts.UIAddress, s.address, s.namespace); err != nil {
+		// The UI reaches the frontend the server's own parts use: plaintext
+		// (on 127.0.0.1 under TLS).
+		if s.ui, err = startUI(ctx, opts.UIAddress, s.internal, s.namespace, opts.UICodecEndpoint); err != nil {
 			return err
 		}
 	}
@@ -292,7 +322,30 @@ func (s *Server) awaitReady(ctx context.Context, want map[string]enumspb.Indexed
 			return fmt.Errorf("devserver: server at %s not ready: %w (last error: %v)", s.address, err, lastErr)
 		}
 	}
-	return s.ensureSearchAttributes(ctx, c, want)
+	if err := s.ensureSearchAttributes(ctx, c, want); err != nil {
+		return err
+	}
+	if s.internal != s.address {
+		return s.awaitListening(ctx)
+	}
+	return nil
+}
+
+// awaitListening waits until the public frontend accepts TCP connections
+// (its readiness behind the listener is the internal frontend's: one server).
+func (s *Server) awaitListening(ctx context.Context) error {
+	var d net.Dialer
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := d.DialContext(callCtx, "tcp", s.address)
+		cancel()
+		if err == nil {
+			return conn.Close()
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("devserver: frontend %s not listening: %w", s.address, err)
+		}
+	}
 }
 
 // ready checks that the frontend serves the namespace and reaches history
@@ -332,7 +385,7 @@ func (s *Server) dial(ctx context.Context) (client.Client, error) {
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		c, err := client.DialContext(callCtx, client.Options{
-			HostPort:  s.address,
+			HostPort:  s.internal,
 			Namespace: s.namespace,
 			Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		})
@@ -342,7 +395,7 @@ func (s *Server) dial(ctx context.Context) (client.Client, error) {
 		}
 		lastErr = err
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return nil, fmt.Errorf("devserver: frontend %s not reachable: %w (last error: %v)", s.address, err, lastErr)
+			return nil, fmt.Errorf("devserver: frontend %s not reachable: %w (last error: %v)", s.internal, err, lastErr)
 		}
 	}
 }
@@ -389,14 +442,28 @@ func (s *Server) ensureSearchAttributes(ctx context.Context, c client.Client, wa
 	return nil
 }
 
-// Address is the frontend's host:port, for client.Options.HostPort.
+// Address is the frontend's host:port, for client.Options.HostPort. With
+// Options.TLS it serves TLS only (see TLS).
 func (s *Server) Address() string { return s.address }
+
+// TLS reports whether the frontend at Address serves TLS (Options.TLS):
+// clients need ConnectionOptions.TLS, trusting the CA of TLS.CertFile, and
+// with TLS.ClientCAFile a client certificate signed by that CA.
+func (s *Server) TLS() bool { return s.tls }
+
+// InternalAddress is the host:port of a plaintext frontend for clients in
+// this process or on this machine that the server trusts as its own parts
+// (the dev command's worker): with Options.TLS the internal frontend on
+// 127.0.0.1, which needs no certificate (see TLSOptions); without it,
+// Address.
+func (s *Server) InternalAddress() string { return s.internal }
 
 // Namespace is the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }
 
 // HTTPAddress is the frontend HTTP API's host:port, or "" when it is off
-// (the default; see Options.HTTPAPI).
+// (the default; see Options.HTTPAPI). With Options.TLS it serves https, with
+// the frontend's TLS settings.
 func (s *Server) HTTPAddress() string { return s.httpAddr }
 
 // UIAddress is the Web UI's host:port ("http://" + UIAddress()), or "" when

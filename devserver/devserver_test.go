@@ -372,7 +372,7 @@ func TestHTTPAPIIsOptIn(t *testing.T) {
 
 	fe := endpoint{bindIP: "127.0.0.1", dialIP: "127.0.0.1", port: 7233, address: "127.0.0.1:7233"}
 	sqlCfg := sqlConfig(filepath.Join(t.TempDir(), dbFileName))
-	cfg, err := serverConfig(fe, sqlCfg, sqlCfg, false, false)
+	cfg, err := serverConfig(fe, sqlCfg, sqlCfg, false, false, nil)
 	require.NoError(t, err)
 	assert.Zero(t, cfg.Services["frontend"].RPC.HTTPPort, "no HTTP port: the server starts no HTTP API")
 

@@ -28,8 +28,9 @@ type ui struct {
 }
 
 // startUI serves the Temporal UI on addr, talking to the frontend at
-// frontend, and returns once it answers /healthz.
-func startUI(ctx context.Context, addr, frontend, namespace string) (_ *ui, err error) {
+// frontend (plaintext), with codec as its codec server's endpoint ("" for
+// none), and returns once it answers /healthz.
+func startUI(ctx context.Context, addr, frontend, namespace, codec string) (_ *ui, err error) {
 	host, port, err := parseListenAddress(addr)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: UIAddress %q: %w", addr, err)
@@ -57,6 +58,9 @@ func startUI(ctx context.Context, addr, frontend, namespace string) (_ *ui, err 
 		DefaultNamespace:    namespace,
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
+		// The browser sends payloads to the codec server itself; the UI
+		// server only tells it where (GET /api/v1/settings).
+		Codec: uiconfig.Codec{Endpoint: codec},
 	}))
 	u := &ui{srv: srv, address: net.JoinHostPort(dialIP(host), strconv.Itoa(port)), done: make(chan error, 1)}
 	go func() { u.done <- srv.Start() }()

@@ -17,7 +17,8 @@ var keyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // keysUsage lists the kinds of key `toolgate keys` makes.
 const keysUsage = `usage: toolgate keys new NAME [--dir DIR]
-       toolgate keys encryption FILE`
+       toolgate keys encryption FILE
+       toolgate keys tls DIR [--host H]...`
 
 // keys is `toolgate keys KIND ...`: it makes a key of that kind.
 func (c *cli) keys(ctx context.Context, args []string) error {
@@ -29,6 +30,8 @@ func (c *cli) keys(ctx context.Context, args []string) error {
 		return c.keysNew(ctx, args[1:])
 	case "encryption":
 		return c.keysEncryption(ctx, args[1:])
+	case "tls":
+		return c.keysTLS(args[1:])
 	default:
 		return fmt.Errorf("toolgate keys %.40q: no such kind of key\n%s", args[0], keysUsage)
 	}

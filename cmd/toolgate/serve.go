@@ -97,7 +97,10 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
-	own.Address, own.Namespace, own.Isolated, own.Worker = s.server.Address(), s.server.Namespace(), true, wo != nil
+	// InternalAddress: the server's plaintext frontend on 127.0.0.1 (its
+	// Address under --tls-* serves TLS, and may want a client certificate
+	// that this process has not got).
+	own.Address, own.Namespace, own.Isolated, own.Worker = s.server.InternalAddress(), s.server.Namespace(), true, wo != nil
 	s.client, s.conn, err = c.dialWith(ctx, &own, metrics)
 	if err != nil {
 		return nil, err
@@ -139,12 +142,19 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
 	ibf := addInboxFlags(fs, "inbox-", "inbox-")
 	keyFile := fs.String("encryption-key-file", "", "encrypt the payloads of this process's worker and client with this key file (toolgate keys encryption FILE); with --ui-address, a codec server on loopback lets the UI show them")
+	tlsCert := fs.String("tls-cert", "", "serve --address with TLS only: the server's certificate (PEM; `toolgate keys tls DIR` makes one); with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM) on --address (mutual TLS). This process's worker, the UI and the server's own parts use a plaintext frontend on 127.0.0.1 instead")
 	sv := servingFlags(fs)
 	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
 		return err
 	}
 	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
+	serverTLS, err := devTLSOptions(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return err
+	}
 	wo, err := sv.workerOptions(tel, c.stderr)
 	if err != nil {
 		return err
@@ -153,8 +163,8 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if *noWorker {
 		wp = nil
 	}
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI},
-		connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
+	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI,
+		TLS: serverTLS}, connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
 	if err != nil {
 		return err
 	}
@@ -163,7 +173,18 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
 	}
 	if h := s.server.HTTPAddress(); h != "" {
-		fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
+		if serverTLS != nil {
+			fmt.Fprintf(c.stdout, "Temporal HTTP API at https://%s\n", h)
+		} else {
+			fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
+		}
+	}
+	if serverTLS != nil {
+		auth := "no client certificates"
+		if serverTLS.ClientCAFile != "" {
+			auth = "client certificates of " + serverTLS.ClientCAFile + " required"
+		}
+		fmt.Fprintf(c.stdout, "TLS on %s (%s); plaintext for this machine's processes at %s\n", s.server.Address(), auth, s.server.InternalAddress())
 	}
 	if *inboxAddr != "" {
 		ib, err := c.serveInbox(*inboxAddr, s.client, ibf, inboxListing{})
@@ -177,6 +198,18 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(c.stdout, "stopping")
 	return nil
+}
+
+// devTLSOptions are the embedded server's TLS options from dev's --tls-*
+// flags (nil: no TLS).
+func devTLSOptions(cert, key, clientCA string) (*devserver.TLSOptions, error) {
+	switch {
+	case cert == "" && key == "" && clientCA == "":
+		return nil, nil
+	case cert == "" || key == "":
+		return nil, errors.New("TLS needs both the server's certificate and its key (--tls-cert and --tls-key)")
+	}
+	return &devserver.TLSOptions{CertFile: cert, KeyFile: key, ClientCAFile: clientCA}, nil
 }
 
 // worker is `toolgate worker`: a worker against any Temporal server.
