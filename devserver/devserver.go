@@ -6,6 +6,9 @@
 // Stopping it and starting it again on the same data directory keeps every
 // workflow; the frontend may move to another port in between (clients
 // reconnect by address).
+//
+// With Options.TLS the frontend serves TLS, and with a client CA mutual TLS
+// (TLSOptions; package devtls makes certificates for it).
 package devserver
 
 import (
