@@ -6,6 +6,9 @@
 // Stopping it and starting it again on the same data directory keeps every
 // workflow; the frontend may move to another port in between (clients
 // reconnect by address).
+//
+// With Options.TLS the frontend serves TLS, and with a client CA mutual TLS
+// (TLSOptions; package devtls makes certificates for it).
 package devserver
 
 import (
@@ -98,8 +101,9 @@ type Options struct {
 	// UICodecEndpoint, when set, is the URL of a codec server (e.g.
 	// http://127.0.0.1:8081, or one that `toolgate codec-server` serves) the
 	// Web UI sends payloads to for decoding, from the browser: the UI's
-	// codec.endpoint setting, served at UIAddress's /api/v1/settings. Only
-	// with UIAddress.
+	// codec.endpoint setting, served at UIAddress's /api/v1/settings.
+	// Ignored without UIAddress (so a caller may set it whenever payloads are
+	// encrypted).
 	UICodecEndpoint string
 }
 
@@ -153,9 +157,6 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		if opts.TLS, err = opts.TLS.check(); err != nil {
 			return nil, err
 		}
-	}
-	if opts.UICodecEndpoint != "" && opts.UIAddress == "" {
-		return nil, errors.New("devserver: UICodecEndpoint needs UIAddress (it is a setting of the Web UI)")
 	}
 	if opts.Database != "" {
 		return startPostgres(ctx, opts)
