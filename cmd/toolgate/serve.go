@@ -163,14 +163,28 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if *noWorker {
 		wp = nil
 	}
-	s, err := c.up(ctx, devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI,
-		TLS: serverTLS}, connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
+	srvOpts := devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI, TLS: serverTLS}
+	var codec *devCodec
+	if *keyFile != "" && *ui != "" {
+		if codec, err = startDevCodec(ctx, *keyFile); err != nil {
+			return err
+		}
+		defer codec.close()
+		srvOpts.UICodecEndpoint = codec.srv.URL
+	}
+	s, err := c.up(ctx, srvOpts, connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
 	if err != nil {
 		return err
 	}
 	defer s.stop()
 	if u := s.server.UIAddress(); u != "" {
 		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
+		if codec != nil {
+			if err := codec.allow(u); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "codec server for the UI at %s (loopback; any local process can decrypt through it)\n", codec.srv.URL)
+		}
 	}
 	if h := s.server.HTTPAddress(); h != "" {
 		if serverTLS != nil {

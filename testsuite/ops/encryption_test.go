@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -220,4 +221,51 @@ func TestEncryptedWalkThrough(t *testing.T) {
 		all = append(all, b...)
 	}
 	require.True(t, bytes.Contains(all, []byte(id)), "the database was read: it holds the run's workflow id")
+}
+
+// TestDevUICodec: `toolgate dev --encryption-key-file --ui-address` points
+// its Web UI at a codec server of its own on loopback, which decrypts for
+// the UI's origin and for no other site.
+func TestDevUICodec(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	_, _, err := encryption.AddKey(keys)
+	require.NoError(t, err)
+	kr, err := encryption.LoadKeyring(keys)
+	require.NoError(t, err)
+	p := startToolgate(t, "dev", "--no-worker", "--data", t.TempDir(), "--address", "127.0.0.1:0", "--ui-address", "127.0.0.1:0", "--encryption-key-file", keys)
+	ui := strings.TrimPrefix(p.waitLine(t, "Temporal UI at ", 2*time.Minute), "Temporal UI at ")
+	endpoint := strings.Fields(strings.TrimPrefix(p.waitLine(t, "codec server for the UI at ", time.Minute), "codec server for the UI at "))[0]
+	p.waitLine(t, "ready ", time.Minute)
+
+	resp, err := http.Get(ui + "/api/v1/settings")
+	require.NoError(t, err)
+	settings, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(settings), endpoint, "the UI's settings name the codec server")
+
+	sealed, err := kr.DataConverter().ToPayloads("TKT-3")
+	require.NoError(t, err)
+	body, err := protojson.Marshal(sealed)
+	require.NoError(t, err)
+	post := func(origin string) (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodPost, endpoint+"/decode", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Namespace", "default")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	resp, out := post(ui)
+	require.Equal(t, http.StatusOK, resp.StatusCode, out)
+	require.Equal(t, ui, resp.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, out, base64.StdEncoding.EncodeToString([]byte(`"TKT-3"`)), "decrypted for the UI")
+	resp, out = post("https://evil.example")
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+	require.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(`"TKT-3"`)), "another site reads nothing")
 }
