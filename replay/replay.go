@@ -116,4 +116,3 @@ func DirWith(dir string, wf any, opts ...Option) error {
 	}
 	return errors.Join(errs...)
 }
-

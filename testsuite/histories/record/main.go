@@ -21,6 +21,10 @@
 //
 //	go run ./testsuite/histories/record -out /tmp/h   # somewhere else, to look
 //
+// With -encryption-key-file FILE every payload is encrypted with the key
+// file's newest key, as on a worker with --encryption-key-file (the fixtures
+// under testsuite/histories/encrypted, with its test key).
+//
 // Re-record only on purpose: the point of the fixtures is that they were made
 // by an older version of the workflow code. When one of them stops replaying
 // (go test ./replay), the change would break runs in flight: guard
@@ -48,6 +52,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
@@ -69,6 +74,7 @@ func run() error {
 	out := flag.String("out", "", "directory to write the histories to (default: testsuite/histories of this module)")
 	only := flag.String("only", "", "comma-separated flows to record (default: all)")
 	suffix := flag.String("suffix", "", `added to each file's name ("_v3": approve_v3.json), so a new rules version gets fixtures of its own beside the old ones`)
+	keyFile := flag.String("encryption-key-file", "", "encrypt every payload with this key file's newest key (client and worker), as a worker with --encryption-key-file does; the check that each history replays decrypts with it (mode 0600)")
 	flag.Parse()
 	if *out == "" {
 		root, err := moduleRoot()
@@ -108,12 +114,23 @@ func run() error {
 		return err
 	}
 	defer func() { _ = srv.Stop() }()
-	cl, err := client.DialContext(ctx, client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(),
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	// Through connect, as a worker with --encryption-key-file connects: with
+	// a key file the client's (and so the worker's) data and failure
+	// converters are the keyring's. Isolated: no profile or TEMPORAL_*
+	// variable may point the recorder elsewhere.
+	cl, conn, err := connect.Dial(ctx, connect.Settings{Address: srv.Address(), Namespace: srv.Namespace(),
+		EncryptionKeyFile: *keyFile, Isolated: true}, func(o *client.Options) {
+		o.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var replayOpts []replay.Option
+	if conn.Keyring != nil {
+		replayOpts = append(replayOpts, replay.WithKeyring(conn.Keyring))
+		fmt.Printf("payloads encrypted with %s, key %s\n", *keyFile, conn.Keyring.Newest())
+	}
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
@@ -127,7 +144,7 @@ func run() error {
 			return fmt.Errorf("flow %s: %w", f.name, err)
 		}
 		for _, file := range files {
-			if err := replay.File(file); err != nil {
+			if err := replay.File(file, replayOpts...); err != nil {
 				return fmt.Errorf("flow %s: the history just recorded does not replay: %w", f.name, err)
 			}
 			st, _ := os.Stat(file)
