@@ -21,19 +21,19 @@ import (
 // ./testsuite/histories/record -encryption-key-file …) and their test key.
 var encrypted = filepath.Join(histories, "encrypted")
 
-// testKeyID is the id of the one key of encrypted/testkey.json.
+// testKeyID is the id of the one key of encrypted/test.keys.
 const testKeyID = "test-key-protects-nothing"
 
 var encryptedFixtures = []string{"approve_v5.json", "policy_quorum_v5.json"}
 
-// testKeyring loads encrypted/testkey.json from a private copy: git keeps no
+// testKeyring loads encrypted/test.keys from a private copy: git keeps no
 // mode but the executable bit, so the checked-out file is 0644, which
 // LoadKeyring refuses.
 func testKeyring(t *testing.T) *encryption.Keyring {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(encrypted, "testkey.json"))
+	data, err := os.ReadFile(filepath.Join(encrypted, "test.keys"))
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "testkey.json")
+	path := filepath.Join(t.TempDir(), "test.keys")
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 	require.NoError(t, os.Chmod(path, 0o600)) // whatever the umask
 	k, err := encryption.LoadKeyring(path)
@@ -52,13 +52,14 @@ func readHistory(t *testing.T, path string) *historypb.History {
 	return h
 }
 
-// TestEncryptedHistoriesReplay: the encrypted fixtures replay with their key.
-// (Not replay.Dir: the directory's testkey.json is no history.)
+// TestEncryptedHistoriesReplay: the encrypted fixtures replay with their key,
+// one by one and as the directory.
 func TestEncryptedHistoriesReplay(t *testing.T) {
 	k := testKeyring(t)
 	for _, name := range encryptedFixtures {
 		require.NoError(t, replay.File(filepath.Join(encrypted, name), replay.WithKeyring(k)), name)
 	}
+	require.NoError(t, replay.Dir(encrypted, replay.WithKeyring(k)))
 }
 
 // TestEncryptedHistoriesNeedTheKey: without a keyring, or with one that
