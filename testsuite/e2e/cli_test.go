@@ -72,7 +72,7 @@ func TestUnknownRunAndBadApprovalErrorsFromTheCLI(t *testing.T) {
 
 	out, code = runCLI(t, waitTimeout, "status", "--address", "127.0.0.1:1", "x")
 	t.Logf("toolgate status --address 127.0.0.1:1 x: exit %d: %s", code, out)
-	if code == 0 || !strings.Contains(out, "no Temporal server answers") {
-		t.Errorf("toolgate status --address 127.0.0.1:1 x: exit %d, output:\n%s\nwant non-zero and \"no Temporal server answers\"", code, out)
+	if code == 0 || !strings.Contains(out, "cannot connect to Temporal at 127.0.0.1:1") || !strings.Contains(out, "nothing answers there: start a server") {
+		t.Errorf("toolgate status --address 127.0.0.1:1 x: exit %d, output:\n%s\nwant non-zero, where it tried and \"nothing answers there: start a server\"", code, out)
 	}
 }
