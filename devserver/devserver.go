@@ -40,6 +40,8 @@ import (
 	"go.temporal.io/server/common/primitives/timestamp"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // DefaultNamespace is the namespace used when Options.Namespace is empty.
@@ -90,6 +92,13 @@ type Options struct {
 	// setting's type (int, bool, string, float64, time.Duration). nil keeps
 	// toolgate's settings (see QueuePollRPS).
 	DynamicConfig map[string]any
+	// FrontendInterceptors are called for every call of the public frontend
+	// (Address), after the server's own interceptors: a test can check what
+	// clients send there, such as an API key's authorization header. With
+	// TLS the server's own parts use the internal frontend, whose calls skip
+	// them; without TLS those parts call the public frontend too, and pass
+	// through them.
+	FrontendInterceptors []grpc.UnaryServerInterceptor
 	// Metrics receives the server's own metrics (persistence requests and
 	// their latency, task queue latencies …); nil records none.
 	Metrics metrics.Handler
@@ -277,6 +286,9 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	}
 	if opts.Metrics != nil {
 		serverOpts = append(serverOpts, temporal.WithCustomMetricsHandler(opts.Metrics))
+	}
+	if len(opts.FrontendInterceptors) > 0 {
+		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(publicOnly(fe.port, opts.FrontendInterceptors)...))
 	}
 	srv, err := temporal.NewServer(serverOpts...)
 	if err != nil {
@@ -534,4 +546,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// publicOnly wraps interceptors so that they see only the calls that came
+// to the frontend's port (not the internal frontend's).
+func publicOnly(port int, interceptors []grpc.UnaryServerInterceptor) []grpc.UnaryServerInterceptor {
+	out := make([]grpc.UnaryServerInterceptor, len(interceptors))
+	for i, ic := range interceptors {
+		out[i] = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil {
+				if a, ok := p.LocalAddr.(*net.TCPAddr); ok && a.Port != port {
+					return h(ctx, req)
+				}
+			}
+			return ic(ctx, req, info, h)
+		}
+	}
+	return out
 }

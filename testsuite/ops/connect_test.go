@@ -9,13 +9,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/devtls"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 )
@@ -138,4 +144,78 @@ func TestDevTLSWithoutClientCertificates(t *testing.T) {
 	conn, err := tls.Dial("tcp", address, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
+}
+
+// TestAPIKey: an API key reaches the embedded server's frontend as
+// `authorization: Bearer KEY` from TEMPORAL_API_KEY (the worker process),
+// --api-key and a temporal.toml profile (the client commands); a command
+// without it or with another is refused, saying so, and no output shows a
+// key.
+func TestAPIKey(t *testing.T) {
+	const key = "tg-test-api-key-4f1c"
+	files, err := devtls.Generate(filepath.Join(t.TempDir(), "tls"), devtls.Options{})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	check := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		auth := strings.Join(md.Get("authorization"), ",")
+		mu.Lock()
+		seen[auth]++
+		mu.Unlock()
+		if auth != "Bearer "+key {
+			return nil, status.Error(codes.Unauthenticated, "Request unauthorized.")
+		}
+		return h(ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: t.TempDir(), SearchAttributes: testenv.SearchAttributes,
+		TLS:                  &devserver.TLSOptions{CertFile: files.ServerCert, KeyFile: files.ServerKey},
+		FrontendInterceptors: []grpc.UnaryServerInterceptor{check}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	address := srv.Address()
+
+	w := startToolgateEnv(t, []string{"TEMPORAL_API_KEY=" + key}, "worker", "--data", t.TempDir(), "--address", address, "--tls-ca", files.CA)
+	line := w.waitLine(t, "worker ready on ", time.Minute)
+	require.Contains(t, line, "API key from TEMPORAL_API_KEY")
+	require.NotContains(t, line, key)
+
+	id := "api-key-walk"
+	withFlag := []string{"--address", address, "--tls-ca", files.CA, "--api-key", key}
+	res := toolgate(t, append([]string{"run", "--id", id, "--plan", writePlan(t)}, withFlag...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	profile := filepath.Join(t.TempDir(), "temporal.toml")
+	require.NoError(t, os.WriteFile(profile, []byte(fmt.Sprintf("[profile.cloud]\naddress = %q\napi_key = %q\n[profile.cloud.tls]\nserver_ca_cert_path = %q\n", address, key, files.CA)), 0o600))
+	viaProfile := []string{"--config-file", profile, "--profile", "cloud"}
+	testenv.Eventually(t, 30*time.Second, id+" at the gate", func() error {
+		res := toolgate(t, append([]string{"next", id}, viaProfile...)...)
+		if strings.TrimSpace(res.stdout) != "gate:close_ticket" {
+			return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
+		}
+		return nil
+	})
+	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, viaProfile...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
+		res := toolgate(t, append([]string{"status", id}, withFlag...)...)
+		if !strings.Contains(res.stdout, "status: completed") {
+			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
+		}
+		return nil
+	})
+
+	res = toolgate(t, "status", id, "--address", address, "--tls-ca", files.CA)
+	require.NotEqual(t, 0, res.code)
+	require.Contains(t, res.stderr, "wants credentials")
+	res = toolgate(t, "status", id, "--address", address, "--tls-ca", files.CA, "--api-key", "another-key-77")
+	require.NotEqual(t, 0, res.code)
+	require.Contains(t, res.stderr, "refused these credentials")
+	require.NotContains(t, res.stdout+res.stderr, "another-key-77")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, seen["Bearer "+key], 10, "the worker's polls and the commands carried the key: %v", seen)
+	require.Greater(t, seen[""], 0, "a command without the key was seen, and refused")
 }

@@ -155,10 +155,19 @@ type cliResult struct {
 // toolgate runs the toolgate binary to the end.
 func toolgate(t *testing.T, args ...string) cliResult {
 	t.Helper()
+	return toolgateEnv(t, nil, args...)
+}
+
+// toolgateEnv is toolgate with env added to the environment.
+func toolgateEnv(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, toolgateBin, args...)
 	cmd.Dir = moduleRoot
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -185,8 +194,17 @@ type process struct {
 // (SIGINT, as Ctrl-C) when the test ends.
 func startToolgate(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startToolgateEnv(t, nil, args...)
+}
+
+// startToolgateEnv is startToolgate with env added to the environment.
+func startToolgateEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(toolgateBin, args...)
 	cmd.Dir = t.TempDir()
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
