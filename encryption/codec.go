@@ -116,6 +116,11 @@ func (c codec) open(p *commonpb.Payload) (*commonpb.Payload, error) {
 	if !ok || len(idb) == 0 {
 		return nil, errors.New("decrypt payload: encoding " + MetadataEncoding + " without " + MetadataKeyID + " metadata: not a payload this codec sealed")
 	}
+	if len(idb) > maxIDLen {
+		// Payloads can come from anyone who can signal a run: an id is
+		// never echoed at any length.
+		return nil, fmt.Errorf("decrypt payload: a key id of %d bytes: not one a key file holds (at most %d)", len(idb), maxIDLen)
+	}
 	id := string(idb)
 	aead, ok := c.k.aeads[id]
 	if !ok {

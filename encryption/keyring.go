@@ -33,6 +33,9 @@ const KeySize = 32
 // maxKeyFileBytes bounds a key file: thousands of keys, not a stray big file.
 const maxKeyFileBytes = 1 << 20
 
+// maxIDLen bounds a key id (keyID).
+const maxIDLen = 64
+
 // keyID is what a key id may look like: it goes into every payload's metadata.
 var keyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
