@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolgate/toolgate/internal/text"
 )
 
 const (
@@ -29,7 +31,7 @@ type MissingKeyError struct {
 }
 
 func (e *MissingKeyError) Error() string {
-	return fmt.Sprintf("payload encrypted with key id %q: the encryption key file %s lacks that key (use the key file it was encrypted with, or add the key to this one)", e.ID, e.File)
+	return fmt.Sprintf("payload encrypted with key id %q: the encryption key file %s lacks that key (use the key file it was encrypted with, or add the key to this one)", text.Clip(e.ID, 2*maxIDLen), e.File)
 }
 
 // Codec is the payload codec of the keyring. Encode marshals each payload
