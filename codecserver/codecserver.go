@@ -99,7 +99,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Access-Control-Max-Age", "600")
 	}
 	if r.URL.Path != "/encode" && r.URL.Path != "/decode" {
-		refuse(w, http.StatusNotFound, "no such endpoint %q: this codec server answers POST /encode and POST /decode", r.URL.Path)
+		refuse(w, http.StatusNotFound, "no such endpoint %.200q: this codec server answers POST /encode and POST /decode", r.URL.Path)
 		return
 	}
 	switch r.Method {
