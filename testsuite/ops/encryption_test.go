@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,10 +72,18 @@ func exportHistory(t *testing.T, address, id string) (string, *historypb.History
 func requireNoSecret(t *testing.T, what string, data []byte) {
 	t.Helper()
 	for _, s := range secrets {
-		for _, form := range secretForms(s) {
-			require.False(t, bytes.Contains(data, []byte(form)), "%s holds %q (as %q)", what, s, form)
+		require.False(t, holdsSecret(data, s), "%s holds %q", what, s)
+	}
+}
+
+// holdsSecret says whether data holds s in plaintext or in base64.
+func holdsSecret(data []byte, s string) bool {
+	for _, form := range secretForms(s) {
+		if bytes.Contains(data, []byte(form)) {
+			return true
 		}
 	}
+	return false
 }
 
 // secretForms are s and the parts of its base64 that do not depend on the
@@ -134,7 +144,7 @@ func TestEncryptedWalkThrough(t *testing.T) {
 	next("gate:refund")
 
 	// The refund is approved by a plaintext signal from a client without
-	// the key: the payload the stock `temporal workflow signal` sends.
+	// the key: the stock `temporal workflow signal`.
 	tgc, err := tgclient.Dial(context.Background(), connect.Settings{Address: address, EncryptionKeyFile: keys, Isolated: true})
 	require.NoError(t, err)
 	defer tgc.Close()
@@ -142,8 +152,15 @@ func TestEncryptedWalkThrough(t *testing.T) {
 	plain, err := client.Dial(client.Options{HostPort: address, Logger: quietLogger()})
 	require.NoError(t, err)
 	defer plain.Close()
-	require.NoError(t, plain.SignalWorkflow(context.Background(), id, "", "approve",
-		map[string]string{"call_id": "c-4", "approver": "bob", "args_digest": it.ArgsDigest}))
+	approval := fmt.Sprintf(`{"call_id":"c-4","approver":"bob","args_digest":%q}`, it.ArgsDigest)
+	stock := temporalCLI(t)
+	if stock != "" {
+		out, err := exec.Command(stock, "workflow", "signal", "--address", address, "--workflow-id", id, "--name", "approve", "--input", approval).CombinedOutput()
+		require.NoError(t, err, "temporal workflow signal: %s", out)
+	} else {
+		// the same payload the stock CLI sends (json/plain)
+		require.NoError(t, plain.SignalWorkflow(context.Background(), id, "", "approve", json.RawMessage(approval)))
+	}
 	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
 		res := toolgate(t, append([]string{"status", id}, withKey...)...)
 		if !strings.Contains(res.stdout, "status: completed") {
@@ -193,6 +210,19 @@ func TestEncryptedWalkThrough(t *testing.T) {
 	for _, wrong := range []string{"", "Bearer another-token"} {
 		_, err = remote(wrong).Decode(input)
 		require.Error(t, err, "a client without the codec server's Authorization %q reads nothing", wrong)
+	}
+	if stock != "" {
+		// the stock CLI: no secret without the codec server, every one with it
+		show := func(extra ...string) string {
+			out, err := exec.Command(stock, append([]string{"workflow", "show", "--address", address, "--workflow-id", id, "--output", "json"}, extra...)...).CombinedOutput()
+			require.NoError(t, err, "temporal workflow show: %s", out)
+			return string(out)
+		}
+		requireNoSecret(t, "temporal workflow show", []byte(show()))
+		decodedShow := show("--codec-endpoint", endpoint, "--codec-auth", "Bearer codec-test-token")
+		for _, s := range []string{"TKT-3", "login", "13579", "outage"} {
+			require.True(t, holdsSecret([]byte(decodedShow), s), "temporal workflow show --codec-endpoint shows %q (its JSON keeps payloads in base64)", s)
+		}
 	}
 	cs.stop(t)
 
@@ -268,4 +298,23 @@ func TestDevUICodec(t *testing.T) {
 	resp, out = post("https://evil.example")
 	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 	require.NotContains(t, out, base64.StdEncoding.EncodeToString([]byte(`"TKT-3"`)), "another site reads nothing")
+}
+
+// temporalCLI is the stock temporal CLI that TOOLGATE_TEMPORAL_CLI names
+// (.ci/run builds one), or "" when none: the tests then send what it would
+// send with the SDK instead, and say so; TOOLGATE_REQUIRE_TEMPORAL_CLI=1
+// makes a missing CLI fail the test.
+func temporalCLI(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("TOOLGATE_TEMPORAL_CLI")
+	if path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("TOOLGATE_REQUIRE_TEMPORAL_CLI") == "1" {
+		t.Fatalf("TOOLGATE_REQUIRE_TEMPORAL_CLI=1 but TOOLGATE_TEMPORAL_CLI=%q names no temporal CLI", path)
+	}
+	t.Logf("no stock temporal CLI (TOOLGATE_TEMPORAL_CLI): its parts are sent with the SDK instead, and its workflow show is not run")
+	return ""
 }
