@@ -80,9 +80,6 @@ type Settings struct {
 	Isolated bool
 	// Env looks up environment variables; nil: the process's.
 	Env envconfig.EnvLookup
-
-	// where each secret-bearing setting came from, for Describe
-	apiKeyFrom string
 }
 
 // AddFlags adds the connection flags to fs, over s (whose values are the

@@ -17,8 +17,8 @@ var keyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // keysUsage lists the kinds of key `toolgate keys` makes.
 const keysUsage = `usage: toolgate keys new NAME [--dir DIR]
-       toolgate keys encryption FILE
-       toolgate keys tls DIR [--host H]...`
+       toolgate keys tls DIR [--host H]...
+       toolgate keys encryption FILE`
 
 // keys is `toolgate keys KIND ...`: it makes a key of that kind.
 func (c *cli) keys(ctx context.Context, args []string) error {

@@ -52,13 +52,7 @@ func TestMutualTLS(t *testing.T) {
 	id := "mtls-walk"
 	res = toolgate(t, append([]string{"run", "--id", id, "--plan", writePlan(t)}, mtls...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" at the gate", func() error {
-		res := toolgate(t, append([]string{"next", id}, mtls...)...)
-		if strings.TrimSpace(res.stdout) != "gate:close_ticket" {
-			return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitNext(t, id, "gate:close_ticket", mtls...)
 
 	// The inbox process connects, and lists the waiting call.
 	ib := startToolgate(t, append([]string{"inbox", "--listen", "127.0.0.1:0"}, mtls...)...)
@@ -81,13 +75,7 @@ func TestMutualTLS(t *testing.T) {
 
 	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, mtls...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
-		res := toolgate(t, append([]string{"status", id}, mtls...)...)
-		if !strings.Contains(res.stdout, "status: completed") {
-			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitCompleted(t, id, mtls...)
 
 	for _, tc := range []struct {
 		name string
@@ -124,13 +112,7 @@ func TestDevTLSWithoutClientCertificates(t *testing.T) {
 	id := "tls-walk"
 	res := toolgate(t, append([]string{"run", "--id", id, "--plan", writePlan(t)}, viaProfile...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" at the gate", func() error {
-		res := toolgate(t, append([]string{"next", id}, viaProfile...)...)
-		if strings.TrimSpace(res.stdout) != "gate:close_ticket" {
-			return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitNext(t, id, "gate:close_ticket", viaProfile...)
 	res = toolgate(t, "status", id, "--address", address)
 	require.NotEqual(t, 0, res.code, "plaintext is refused")
 	require.Contains(t, res.stderr, "may require TLS")
@@ -189,22 +171,10 @@ func TestAPIKey(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "temporal.toml")
 	require.NoError(t, os.WriteFile(profile, []byte(fmt.Sprintf("[profile.cloud]\naddress = %q\napi_key = %q\n[profile.cloud.tls]\nserver_ca_cert_path = %q\n", address, key, files.CA)), 0o600))
 	viaProfile := []string{"--config-file", profile, "--profile", "cloud"}
-	testenv.Eventually(t, 30*time.Second, id+" at the gate", func() error {
-		res := toolgate(t, append([]string{"next", id}, viaProfile...)...)
-		if strings.TrimSpace(res.stdout) != "gate:close_ticket" {
-			return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitNext(t, id, "gate:close_ticket", viaProfile...)
 	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, viaProfile...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
-		res := toolgate(t, append([]string{"status", id}, withFlag...)...)
-		if !strings.Contains(res.stdout, "status: completed") {
-			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitCompleted(t, id, withFlag...)
 
 	res = toolgate(t, "status", id, "--address", address, "--tls-ca", files.CA)
 	require.NotEqual(t, 0, res.code)

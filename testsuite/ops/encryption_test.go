@@ -24,7 +24,6 @@ import (
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/encryption"
-	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -112,36 +111,22 @@ func secretForms(s string) []string {
 // the key.
 func TestEncryptedWalkThrough(t *testing.T) {
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	res := toolgate(t, "keys", "encryption", keys)
-	require.Equal(t, 0, res.code, res.stderr)
-	kr, err := encryption.LoadKeyring(keys)
-	require.NoError(t, err)
-	key := kr.Newest()
+	keys, key := newKeyFile(t, dir)
 	data := filepath.Join(dir, "data")
 	p := startToolgate(t, "dev", "--data", data, "--address", "127.0.0.1:0", "--encryption-key-file", keys)
 	address := strings.TrimPrefix(p.waitLine(t, "ready ", 2*time.Minute), "ready ")
 	withKey := []string{"--address", address, "--encryption-key-file", keys}
 	id := "enc-walk"
 
-	res = toolgate(t, append([]string{"run", "--id", id, "--plan", writeRefundPlan(t)}, withKey...)...)
+	res := toolgate(t, append([]string{"run", "--id", id, "--plan", writeRefundPlan(t)}, withKey...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	next := func(want string) {
-		testenv.Eventually(t, 30*time.Second, id+" at "+want, func() error {
-			res := toolgate(t, append([]string{"next", id}, withKey...)...)
-			if strings.TrimSpace(res.stdout) != want {
-				return fmt.Errorf("next: %q %s", res.stdout, res.stderr)
-			}
-			return nil
-		})
-	}
-	next("gate:close_ticket")
+	waitNext(t, id, "gate:close_ticket", withKey...)
 	res = toolgate(t, append([]string{"pending"}, withKey...)...)
 	require.Equal(t, 0, res.code, res.stderr)
 	require.Contains(t, res.stdout, "TKT-3", "pending with the key shows the arguments")
 	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, withKey...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	next("gate:refund")
+	waitNext(t, id, "gate:refund", withKey...)
 
 	// The refund is approved by a plaintext signal from a client without
 	// the key: the stock `temporal workflow signal`.
@@ -161,13 +146,7 @@ func TestEncryptedWalkThrough(t *testing.T) {
 		// the same payload the stock CLI sends (json/plain)
 		require.NoError(t, plain.SignalWorkflow(context.Background(), id, "", "approve", json.RawMessage(approval)))
 	}
-	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
-		res := toolgate(t, append([]string{"status", id}, withKey...)...)
-		if !strings.Contains(res.stdout, "status: completed") {
-			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitCompleted(t, id, withKey...)
 	trace := toolgate(t, append([]string{"trace", id}, withKey...)...)
 	require.Equal(t, 0, trace.code, trace.stderr)
 	for _, s := range secrets {

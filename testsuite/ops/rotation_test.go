@@ -2,7 +2,6 @@ package ops_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/encryption"
-	"github.com/toolgate/toolgate/testsuite/testenv"
 )
 
 // TestKeyRotation: a key added to the key file while a run waits at the gate
@@ -23,12 +21,7 @@ import (
 // naming that key.
 func TestKeyRotation(t *testing.T) {
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys.json")
-	res := toolgate(t, "keys", "encryption", keys)
-	require.Equal(t, 0, res.code, res.stderr)
-	kr, err := encryption.LoadKeyring(keys)
-	require.NoError(t, err)
-	key1 := kr.Newest()
+	keys, key1 := newKeyFile(t, dir)
 
 	p := startToolgate(t, "dev", "--no-worker", "--data", filepath.Join(dir, "server"), "--address", "127.0.0.1:0")
 	address := strings.TrimPrefix(p.waitLine(t, "ready ", 2*time.Minute), "ready ")
@@ -43,22 +36,16 @@ func TestKeyRotation(t *testing.T) {
 	w := startWorker(key1)
 	id := "rot"
 
-	res = toolgate(t, append([]string{"run", "--id", id, "--plan", writePlan(t)}, withKey...)...)
+	res := toolgate(t, append([]string{"run", "--id", id, "--plan", writePlan(t)}, withKey...)...)
 	require.Equal(t, 0, res.code, res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" at the gate", func() error {
-		res := toolgate(t, append([]string{"next", id}, withKey...)...)
-		if got := strings.TrimSpace(res.stdout); got != "gate:close_ticket" {
-			return fmt.Errorf("next: %q %s", got, res.stderr)
-		}
-		return nil
-	})
+	waitNext(t, id, "gate:close_ticket", withKey...)
 
 	// Rotate while the run waits: stop the worker, add a newest key, start
 	// the worker again on the same file.
 	w.stop(t)
 	res = toolgate(t, "keys", "encryption", keys)
 	require.Equal(t, 0, res.code, res.stderr)
-	kr, err = encryption.LoadKeyring(keys)
+	kr, err := encryption.LoadKeyring(keys)
 	require.NoError(t, err)
 	require.Len(t, kr.IDs(), 2)
 	require.Equal(t, key1, kr.IDs()[0], "the old key stays, oldest first")
@@ -68,13 +55,7 @@ func TestKeyRotation(t *testing.T) {
 
 	res = toolgate(t, append([]string{"approve", id, "c-3", "--as", "alice"}, withKey...)...)
 	require.Equal(t, 0, res.code, res.stdout+res.stderr)
-	testenv.Eventually(t, 30*time.Second, id+" completed", func() error {
-		res := toolgate(t, append([]string{"status", id}, withKey...)...)
-		if !strings.Contains(res.stdout, "status: completed") {
-			return fmt.Errorf("status: %q %s", res.stdout, res.stderr)
-		}
-		return nil
-	})
+	waitCompleted(t, id, withKey...)
 
 	file, hist := exportHistory(t, address, id)
 	require.ElementsMatch(t, []string{key1, key2}, encryption.KeyIDs(hist),
