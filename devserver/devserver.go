@@ -36,12 +36,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/primitives/timestamp"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 )
 
 // DefaultNamespace is the namespace used when Options.Namespace is empty.
@@ -52,69 +49,6 @@ const NamespaceRetention = 7 * 24 * time.Hour
 
 // startTimeout bounds Start when ctx has no deadline.
 const startTimeout = 2 * time.Minute
-
-// Options configures Start.
-type Options struct {
-	// DataDir is required: the SQLite file is DataDir/temporal.db (created
-	// with the schema if missing, used as it is otherwise), and
-	// DataDir/temporal.lock keeps a second server off it while this one runs.
-	// A missing DataDir is created 0700; the files Start creates in it are
-	// 0600 (and those it finds are made so).
-	// Not needed with Database.
-	DataDir string
-	// Database, when set, is a PostgreSQL URL
-	// (postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable; the password
-	// may come from PGPASSWORD): history goes to DB, visibility to
-	// DB_visibility, both created if missing and migrated with the server's
-	// schema tooling to the versions of its embedded schema files. A second
-	// embedded server on the same DB is refused (advisory lock).
-	Database  string
-	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
-	Namespace string // "" means "default"; registered if missing (retention 7 days)
-	UIAddress string // host:port for the Temporal Web UI; "" means no UI
-	// HTTPAPI serves the frontend's HTTP/JSON API on a free port of the
-	// frontend's IP (see HTTPAddress). Off by default: the API has no
-	// authentication and takes cross-origin text/plain POSTs, so a web page in
-	// the operator's browser could start and signal workflows through it.
-	HTTPAPI bool
-	// Logger receives the server's warnings and errors (and everything, when
-	// its handler is enabled for debug). nil discards the server's logs.
-	Logger *slog.Logger
-	// SearchAttributes to register (name -> type) in the namespace, e.g.
-	// {"ToolgateStatus": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	// "ToolgatePendingTools": enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST}.
-	// Those already registered with the same type are left alone; one
-	// registered with another type is an error.
-	SearchAttributes map[string]enumspb.IndexedValueType
-	// DynamicConfig overrides settings of the server's dynamic config, keyed
-	// as in a Temporal dynamic config file (for example
-	// "history.transferProcessorMaxPollRPS": 20), with values of the
-	// setting's type (int, bool, string, float64, time.Duration). nil keeps
-	// toolgate's settings (see QueuePollRPS).
-	DynamicConfig map[string]any
-	// FrontendInterceptors are called for every call of the public frontend
-	// (Address), after the server's own interceptors: a test can check what
-	// clients send there, such as an API key's authorization header. With
-	// TLS the server's own parts use the internal frontend, whose calls skip
-	// them; without TLS those parts call the public frontend too, and pass
-	// through them.
-	FrontendInterceptors []grpc.UnaryServerInterceptor
-	// Metrics receives the server's own metrics (persistence requests and
-	// their latency, task queue latencies …); nil records none.
-	Metrics metrics.Handler
-	// TLS, when set, makes the frontend at Address serve TLS only, and with
-	// TLS.ClientCAFile require client certificates (mutual TLS). The
-	// server's own parts then use a plaintext frontend on 127.0.0.1
-	// (Server.InternalAddress): see TLSOptions for what that means.
-	TLS *TLSOptions
-	// UICodecEndpoint, when set, is the URL of a codec server (e.g.
-	// http://127.0.0.1:8081, or one that `toolgate codec-server` serves) the
-	// Web UI sends payloads to for decoding, from the browser: the UI's
-	// codec.endpoint setting, served at UIAddress's /api/v1/settings.
-	// Ignored without UIAddress (so a caller may set it whenever payloads are
-	// encrypted).
-	UICodecEndpoint string
-}
 
 // Server is a running in-process Temporal server.
 type Server struct {
@@ -141,14 +75,6 @@ var (
 	openMu   sync.Mutex
 	openDirs = map[string]bool{}
 )
-
-// namespace is the namespace to serve (DefaultNamespace if unset).
-func (o Options) namespace() string {
-	if o.Namespace == "" {
-		return DefaultNamespace
-	}
-	return o.Namespace
-}
 
 // boundStart bounds a start by startTimeout when ctx has no deadline.
 func boundStart(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -344,23 +270,6 @@ func (s *Server) awaitReady(ctx context.Context, want map[string]enumspb.Indexed
 	return nil
 }
 
-// awaitListening waits until the public frontend accepts TCP connections
-// (its readiness behind the listener is the internal frontend's: one server).
-func (s *Server) awaitListening(ctx context.Context) error {
-	var d net.Dialer
-	for {
-		callCtx, cancel := context.WithTimeout(ctx, time.Second)
-		conn, err := d.DialContext(callCtx, "tcp", s.address)
-		cancel()
-		if err == nil {
-			return conn.Close()
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return fmt.Errorf("devserver: frontend %s not listening: %w", s.address, err)
-		}
-	}
-}
-
 // ready checks that the frontend serves the namespace and reaches history
 // (shard owner found) and matching (membership ring formed).
 func (s *Server) ready(ctx context.Context, c client.Client) error {
@@ -546,21 +455,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// publicOnly wraps interceptors so that they see only the calls that came
-// to the frontend's port (not the internal frontend's).
-func publicOnly(port int, interceptors []grpc.UnaryServerInterceptor) []grpc.UnaryServerInterceptor {
-	out := make([]grpc.UnaryServerInterceptor, len(interceptors))
-	for i, ic := range interceptors {
-		out[i] = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil {
-				if a, ok := p.LocalAddr.(*net.TCPAddr); ok && a.Port != port {
-					return h(ctx, req)
-				}
-			}
-			return ic(ctx, req, info, h)
-		}
-	}
-	return out
 }

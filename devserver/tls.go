@@ -1,15 +1,20 @@
 package devserver
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/primitives"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // TLSOptions makes the frontend serve TLS (Options.TLS).
@@ -114,4 +119,38 @@ func applyTLS(cfg *config.Config, t *TLSOptions, next func() (int, error)) (stri
 	info.RPCAddress = addr
 	cfg.ClusterMetadata.ClusterInformation[clusterName] = info
 	return addr, nil
+}
+
+// awaitListening waits until the public frontend accepts TCP connections
+// (its readiness behind the listener is the internal frontend's: one server).
+func (s *Server) awaitListening(ctx context.Context) error {
+	var d net.Dialer
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := d.DialContext(callCtx, "tcp", s.address)
+		cancel()
+		if err == nil {
+			return conn.Close()
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("devserver: frontend %s not listening: %w", s.address, err)
+		}
+	}
+}
+
+// publicOnly wraps interceptors so that they see only the calls that came
+// to the frontend's port (not the internal frontend's).
+func publicOnly(port int, interceptors []grpc.UnaryServerInterceptor) []grpc.UnaryServerInterceptor {
+	out := make([]grpc.UnaryServerInterceptor, len(interceptors))
+	for i, ic := range interceptors {
+		out[i] = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil {
+				if a, ok := p.LocalAddr.(*net.TCPAddr); ok && a.Port != port {
+					return h(ctx, req)
+				}
+			}
+			return ic(ctx, req, info, h)
+		}
+	}
+	return out
 }
