@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/devserver"
+)
+
+// dev is `toolgate dev`: the embedded server and (unless --no-worker) a
+// worker, until Ctrl-C.
+func (c *cli) dev(ctx context.Context, args []string) error {
+	fs := c.flags("dev")
+	data := dataFlag(fs)
+	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
+	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
+	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
+	db := fs.String("db", "", "the embedded server's database: empty for SQLite under --data, or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable (history in DB, visibility in DB_visibility; both created and migrated if needed; the password may come from PGPASSWORD)")
+	noWorker := fs.Bool("no-worker", false, "serve only: run no worker in this process (start `toolgate worker` processes against --address)")
+	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
+	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
+	ibf := addInboxFlags(fs, "inbox-", "inbox-")
+	keyFile := fs.String("encryption-key-file", "", "encrypt the payloads of this process's worker and client with this key file (toolgate keys encryption FILE); with --ui-address, a codec server on loopback lets the UI show them")
+	tlsCert := fs.String("tls-cert", "", "serve --address with TLS only: the server's certificate (PEM; `toolgate keys tls DIR` makes one); with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM) on --address (mutual TLS). This process's worker, the UI and the server's own parts use a plaintext frontend on 127.0.0.1 instead")
+	sv := servingFlags(fs)
+	tel, err := c.parseServing(ctx, fs, args, sv)
+	if err != nil {
+		return err
+	}
+	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
+	serverTLS, err := devTLSOptions(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return err
+	}
+	wo, err := sv.workerOptions(tel, c.stderr)
+	if err != nil {
+		return err
+	}
+	wp := &wo
+	if *noWorker {
+		wp = nil
+	}
+	srvOpts := devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI, TLS: serverTLS}
+	var codec *devCodec
+	if *keyFile != "" && *ui != "" {
+		if codec, err = startDevCodec(ctx, *keyFile); err != nil {
+			return err
+		}
+		defer codec.close()
+		srvOpts.UICodecEndpoint = codec.srv.URL
+	}
+	s, err := c.up(ctx, srvOpts, connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if u := s.server.UIAddress(); u != "" {
+		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
+		if codec != nil {
+			if err := codec.allow(u); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "codec server for the UI at %s (loopback; any local process can decrypt through it)\n", codec.srv.URL)
+		}
+	}
+	if h := s.server.HTTPAddress(); h != "" {
+		if serverTLS != nil {
+			fmt.Fprintf(c.stdout, "Temporal HTTP API at https://%s\n", h)
+		} else {
+			fmt.Fprintf(c.stdout, "Temporal HTTP API at http://%s (unauthenticated)\n", h)
+		}
+	}
+	if serverTLS != nil {
+		auth := "no client certificates"
+		if serverTLS.ClientCAFile != "" {
+			auth = "client certificates of " + serverTLS.ClientCAFile + " required"
+		}
+		fmt.Fprintf(c.stdout, "TLS on %s (%s); plaintext for this machine's processes at %s\n", s.server.Address(), auth, s.server.InternalAddress())
+	}
+	if *inboxAddr != "" {
+		ib, err := c.serveInbox(*inboxAddr, s.client, ibf, inboxListing{})
+		if err != nil {
+			return err
+		}
+		defer ib.stop()
+		fmt.Fprintf(c.stdout, "approvals inbox at %s\n", ib.URL)
+	}
+	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
+	<-ctx.Done()
+	fmt.Fprintln(c.stdout, "stopping")
+	return nil
+}
+
+// devTLSOptions are the embedded server's TLS options from dev's --tls-*
+// flags (nil: no TLS).
+func devTLSOptions(cert, key, clientCA string) (*devserver.TLSOptions, error) {
+	switch {
+	case cert == "" && key == "" && clientCA == "":
+		return nil, nil
+	case cert == "" || key == "":
+		return nil, errors.New("TLS needs both the server's certificate and its key (--tls-cert and --tls-key)")
+	}
+	return &devserver.TLSOptions{CertFile: cert, KeyFile: key, ClientCAFile: clientCA}, nil
+}
