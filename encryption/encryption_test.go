@@ -269,7 +269,10 @@ func TestLoadKeyringRefusesSymlink(t *testing.T) {
 	path := newKeyFile(t)
 	link := filepath.Join(t.TempDir(), "link.json")
 	if err := os.Symlink(path, link); err != nil {
-		t.Skip("no symlinks:", err)
+		if runtime.GOOS == "windows" {
+			t.Skip("no symlinks without privileges on Windows:", err) // elsewhere a failure
+		}
+		t.Fatal(err)
 	}
 	_, err := LoadKeyring(link)
 	require.Error(t, err)

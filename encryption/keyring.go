@@ -25,6 +25,8 @@ import (
 	"regexp"
 	"runtime"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/private"
 )
 
 // KeySize is the size of an AES-256 key in bytes.
@@ -72,40 +74,15 @@ func LoadKeyring(path string) (*Keyring, error) {
 	return newKeyring(path, kf)
 }
 
-// readKeyFile reads and checks the file at path, up to the keys' contents.
+// readKeyFile reads and checks the file at path (private.ReadFile), up to the
+// keys' contents.
 func readKeyFile(path string) (*keyFile, error) {
-	fi, err := os.Lstat(path)
+	data, err := private.ReadFile(path, maxKeyFileBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("encryption key file %s: no such file (create one with `toolgate keys encryption %s`)", path, path)
 		}
-		return nil, fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("encryption key file %s: not a regular file (mode %s); a symlink or device is refused, point at the file itself", path, fi.Mode().Type())
-	}
-	if err := checkPrivate(path, fi); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	defer f.Close()
-	// The file opened must be the one checked (not swapped for a symlink since).
-	ofi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if !os.SameFile(fi, ofi) {
-		return nil, fmt.Errorf("encryption key file %s: changed while being opened; try again", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if len(data) > maxKeyFileBytes {
-		return nil, fmt.Errorf("encryption key file %s: over %d bytes, not a key file", path, maxKeyFileBytes)
+		return nil, fmt.Errorf("encryption key file: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -117,17 +94,6 @@ func readKeyFile(path string) (*keyFile, error) {
 		return nil, fmt.Errorf("encryption key file %s: not a key file: data after the JSON object", path)
 	}
 	return &kf, nil
-}
-
-// checkPrivate refuses a file whose mode lets group or others at it.
-func checkPrivate(path string, fi fs.FileInfo) error {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		return nil
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("encryption key file %s: mode %04o lets group or others at the keys; run `chmod 600 %s`", path, perm, path)
-	}
-	return nil
 }
 
 // newKeyring checks kf's keys and makes their ciphers.

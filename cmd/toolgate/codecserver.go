@@ -5,15 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"os"
-	"runtime"
 	"strings"
 
 	"github.com/toolgate/toolgate/codecserver"
 	"github.com/toolgate/toolgate/encryption"
+	"github.com/toolgate/toolgate/internal/private"
 )
 
 // defaultCodecOrigins are the browser origins a codec server without
@@ -131,27 +129,9 @@ func codecOrigins(given []string) ([]string, error) {
 // readAuthFile reads --auth-file: one line, the Authorization header value,
 // from a regular file only its owner may read (on Unix).
 func readAuthFile(path string) (string, error) {
-	fi, err := os.Lstat(path)
+	data, err := private.ReadFile(path, 8<<10)
 	if err != nil {
 		return "", fmt.Errorf("--auth-file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("--auth-file %s: not a regular file", path)
-	}
-	if runtime.GOOS != "windows" && runtime.GOOS != "plan9" && fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("--auth-file %s: mode %04o lets group or others read the token; run `chmod 600 %s`", path, fi.Mode().Perm(), path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("--auth-file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 8<<10+1))
-	if err != nil {
-		return "", fmt.Errorf("--auth-file: %w", err)
-	}
-	if len(data) > 8<<10 {
-		return "", fmt.Errorf("--auth-file %s: over 8 KiB, not a header value", path)
 	}
 	v := strings.TrimRight(string(data), "\r\n")
 	if strings.TrimSpace(v) == "" {

@@ -1,12 +1,15 @@
 // Package private keeps the files that hold what runs did (histories,
 // arguments, results, approvals) readable by their owner only: directories
-// 0700, files 0600.
+// 0700, files 0600; and reads secret files (keys, tokens) only when they are
+// kept so.
 package private
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
 )
 
 // Dir creates the directory at path (and its missing parents) 0700.
@@ -57,3 +60,44 @@ func Restrict(path string) error {
 	}
 	return nil
 }
+
+// ReadFile reads a secret file of at most max bytes: a regular file (not a
+// symlink, which could point it elsewhere after the check) that, on systems
+// with Unix permissions, neither group nor others may read or write. The
+// file read is the one checked. Errors name the file and say what to change;
+// a missing file's error wraps fs.ErrNotExist.
+func ReadFile(path string, max int) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (mode %s); a symlink or device is refused, point at the file itself", path, fi.Mode().Type())
+	}
+	if perm := fi.Mode().Perm(); unixModes && perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s: mode %04o lets group or others at it; run `chmod 600 %s`", path, perm, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ofi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !os.SameFile(fi, ofi) {
+		return nil, fmt.Errorf("%s: changed while being opened; try again", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > max {
+		return nil, fmt.Errorf("%s: over %d bytes", path, max)
+	}
+	return data, nil
+}
+
+// unixModes says whether files have Unix permission bits to check.
+const unixModes = runtime.GOOS != "windows" && runtime.GOOS != "plan9"
