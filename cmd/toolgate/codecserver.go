@@ -19,16 +19,6 @@ import (
 // `toolgate dev --ui-address 127.0.0.1:8233` or `temporal server start-dev` serve it).
 var defaultCodecOrigins = []string{"http://127.0.0.1:8233", "http://localhost:8233"}
 
-// stringsFlag is a repeatable string flag.
-type stringsFlag []string
-
-func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
-
-func (s *stringsFlag) Set(v string) error {
-	*s = append(*s, v)
-	return nil
-}
-
 // codecServer is `toolgate codec-server`: Temporal's codec-server protocol
 // over the payload encryption key file, for the Web UI and
 // `temporal workflow show --codec-endpoint`.
@@ -36,10 +26,10 @@ func (c *cli) codecServer(ctx context.Context, args []string) error {
 	fs := c.flags("codec-server")
 	listen := fs.String("listen", "127.0.0.1:8081", "serve at this host:port (non-loopback needs --auth-file and --tls-cert/--tls-key, or --insecure)")
 	keyFile := fs.String("encryption-key-file", "", "the payload encryption key file (`toolgate keys encryption FILE`; mode 0600); required")
-	var origins, namespaces stringsFlag
-	fs.Var(&origins, "origin", "a browser origin allowed to call the server, exactly scheme://host[:port], such as the Temporal UI's http://127.0.0.1:8233 (repeat for several; default "+strings.Join(defaultCodecOrigins, " and ")+")")
+	var origins, namespaces listFlag
+	fs.Var(&origins, "origin", "a browser origin allowed to call the server, exactly scheme://host[:port], such as the Temporal UI's http://127.0.0.1:8233 (repeat, or comma-separated, for several; default "+strings.Join(defaultCodecOrigins, " and ")+")")
 	authFile := fs.String("auth-file", "", "a file (mode 0600) holding the exact Authorization header value every request must carry, such as `Bearer TOKEN` (empty: none asked for)")
-	fs.Var(&namespaces, "namespace", "serve only requests for this namespace (X-Namespace; repeat for several; default: any)")
+	fs.Var(&namespaces, "namespace", "serve only requests for this namespace (X-Namespace; repeat, or comma-separated, for several; default: any)")
 	tlsCert := fs.String("tls-cert", "", "serve over HTTPS with this certificate file (PEM)")
 	tlsKey := fs.String("tls-key", "", "the private key file (PEM) of --tls-cert")
 	insecure := fs.Bool("insecure", false, "serve a non-loopback address without --auth-file or TLS (anyone who can reach it can then decrypt payloads)")

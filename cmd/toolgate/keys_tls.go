@@ -9,20 +9,6 @@ import (
 	"github.com/toolgate/toolgate/devtls"
 )
 
-// hostsFlag is a repeatable --host.
-type hostsFlag []string
-
-func (h *hostsFlag) String() string { return strings.Join(*h, ",") }
-
-func (h *hostsFlag) Set(v string) error {
-	for _, part := range strings.Split(v, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			*h = append(*h, part)
-		}
-	}
-	return nil
-}
-
 const keysTLSUsage = "usage: toolgate keys tls DIR [--host H]... [--client-name CN] [--valid-for DURATION]"
 
 // keysTLS is `toolgate keys tls DIR [--host H]...`: a throwaway CA, a server
@@ -30,7 +16,7 @@ const keysTLSUsage = "usage: toolgate keys tls DIR [--host H]... [--client-name 
 // client certificate, for `toolgate dev --tls-*` (devtls.Generate).
 func (c *cli) keysTLS(args []string) error {
 	fs := c.flags("keys tls")
-	var hosts hostsFlag
+	var hosts listFlag
 	fs.Var(&hosts, "host", "another IP address or DNS name for the server certificate (repeatable, or comma-separated); 127.0.0.1, ::1 and localhost are always in it")
 	clientName := fs.String("client-name", devtls.DefaultClientName, "the client certificate's common name")
 	validFor := fs.Duration("valid-for", devtls.DefaultValidity, "how long the certificates are valid")

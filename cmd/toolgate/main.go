@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"go.temporal.io/sdk/client"
@@ -174,6 +175,21 @@ func (c *cli) dialWith(ctx context.Context, s *connect.Settings, metrics client.
 	return connect.Dial(ctx, *s, func(o *client.Options) {
 		o.Logger, o.MetricsHandler = c.quietLogger(), metrics
 	})
+}
+
+// listFlag is a flag given several times, or once with comma-separated
+// values (--host, --origin, --namespace).
+type listFlag []string
+
+func (h *listFlag) String() string { return strings.Join(*h, ",") }
+
+func (h *listFlag) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*h = append(*h, part)
+		}
+	}
+	return nil
 }
 
 // taskQueueFlag adds --task-queue.
