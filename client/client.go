@@ -105,15 +105,9 @@ func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, op
 	if id == "" {
 		return nil, refused(ErrRefusedInput, "a run needs a workflow id")
 	}
-	raw, err := json.Marshal(in)
+	raw, err := c.checkStart(in)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the input: %w", err)
-	}
-	if _, err := workflows.ParseRunInput(raw); err != nil {
-		return nil, refused(ErrRefusedInput, err.Error())
-	}
-	if in.Carry != nil {
-		return nil, refused(ErrRefusedInput, "carry is written only by a run that continues as new")
+		return nil, err
 	}
 	so := sdkclient.StartWorkflowOptions{WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true}
@@ -130,6 +124,21 @@ func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, op
 		return nil, fmt.Errorf("starting run %s: %w", id, err)
 	}
 	return run, nil
+}
+
+// checkStart checks a run's input as the run would, and encodes it.
+func (c *Client) checkStart(in workflows.RunInput) ([]byte, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the input: %w", err)
+	}
+	if _, err := workflows.ParseRunInput(raw); err != nil {
+		return nil, refused(ErrRefusedInput, err.Error())
+	}
+	if in.Carry != nil {
+		return nil, refused(ErrRefusedInput, "carry is written only by a run that continues as new")
+	}
+	return raw, nil
 }
 
 // State is the run's state query: status, what it waits for (with each

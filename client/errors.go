@@ -25,6 +25,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrEditRefused: edited arguments the tool's schema or a rule refuses.
 	ErrEditRefused = errors.New("edit refused")
+	// ErrBusy: the run cannot take the proposal now (too many calls open, or
+	// it is continuing as new); propose it again later.
+	ErrBusy = errors.New("busy")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.
@@ -53,6 +56,8 @@ func kindOf(failureType string) error {
 		return ErrUnauthorized
 	case workflows.RefusedEdit:
 		return ErrEditRefused
+	case workflows.RefusedBusy:
+		return ErrBusy
 	}
 	return nil
 }

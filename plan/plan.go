@@ -22,6 +22,10 @@ const (
 	KindSupport = "support"
 	// KindOpenAI asks an OpenAI-compatible Chat Completions endpoint (an activity).
 	KindOpenAI = "openai"
+	// KindExternal is a planner outside the run: its calls are proposed one
+	// by one through the run's propose update (an MCP client, through
+	// toolgate's MCP server), never by the run's input.
+	KindExternal = "external"
 )
 
 // ActivityName is the activity type a planner kind runs as.
@@ -56,10 +60,15 @@ func (c Config) Validate() error {
 		return nil
 	case KindSupport, KindOpenAI:
 		return nil
+	case KindExternal:
+		if len(c.Turns) > 0 || c.Answer != "" || c.Model != "" || c.BaseURL != "" {
+			return fmt.Errorf("planner %q takes no turns, answer, model or base_url: its calls are proposed through the run's propose update", KindExternal)
+		}
+		return nil
 	case "":
-		return fmt.Errorf("planner.kind is empty: want %q, %q or %q", KindScripted, KindSupport, KindOpenAI)
+		return fmt.Errorf("planner.kind is empty: want %q, %q, %q or %q", KindScripted, KindSupport, KindOpenAI, KindExternal)
 	default:
-		return fmt.Errorf("planner.kind %q is unknown: want %q, %q or %q", c.Kind, KindScripted, KindSupport, KindOpenAI)
+		return fmt.Errorf("planner.kind %q is unknown: want %q, %q, %q or %q", c.Kind, KindScripted, KindSupport, KindOpenAI, KindExternal)
 	}
 }
 

@@ -58,6 +58,16 @@ type run struct {
 	// first workflow task on).
 	ready bool
 
+	// The external planner's calls (external.go): root is the run's own
+	// context, which its calls run in; ext the calls it remembers (carried
+	// as Carry.External); openCalls those not finished; proposals the
+	// proposals this run took; roots the call each fallback answers for.
+	root      workflow.Context
+	ext       []*ExternalCall
+	openCalls int
+	proposals int
+	roots     map[string]string
+
 	// version is this run's rules version (see versionChangeID).
 	version workflow.Version
 	// lenSeen and localSince estimate the history length between workflow
@@ -119,6 +129,9 @@ func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), RefusedInput, nil)
 	}
 	r.publish(ctx)
+	if r.in.Planner.Kind == plan.KindExternal {
+		return r.externalLoop(ctx)
+	}
 	return r.loop(ctx)
 }
 
@@ -177,7 +190,7 @@ func (r *run) configure(ctx workflow.Context) error {
 	if r.policy == PolicyAlwaysApprove && !r.Config.AllowAutoApprove {
 		return fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
 	}
-	if kind := r.in.Planner.Kind; kind != plan.KindScripted && !contains(r.Config.Planners, kind) {
+	if kind := r.in.Planner.Kind; kind != plan.KindScripted && kind != plan.KindExternal && !contains(r.Config.Planners, kind) {
 		return fmt.Errorf("planner %q is not available on this worker (it has %v)", kind, r.Config.Planners)
 	}
 	r.specs = map[string]tool.Spec{}

@@ -48,6 +48,9 @@ type Carry struct {
 	// meanwhile: the next run finishes that step first (park.go).
 	Parked           []ParkedCall               `json:"parked,omitempty"`
 	CarriedBlockedOn *tool.ConfirmationRequired `json:"blocked_on,omitempty"`
+	// External are the calls an external planner proposed that the run
+	// chain remembers (external.go); in use, they are the run's ext.
+	External []ExternalCall `json:"external,omitempty"`
 }
 
 // restore takes up the state a previous run handed over (or a fresh one).
@@ -56,6 +59,11 @@ func (r *run) restore(c Carry) {
 	r.memo = newMemo(r.in.MemoEntries, r.in.MemoBytes, c.Memo)
 	r.memo.hits, r.memo.misses = c.MemoHits, c.MemoMisses
 	r.Memo, r.MemoHits, r.MemoMisses = nil, 0, 0 // in use, the memo is r.memo
+	r.ext = nil
+	for _, e := range c.External {
+		r.ext = append(r.ext, &e)
+	}
+	r.External = nil
 	r.Trace = nil
 	for _, rec := range c.Trace {
 		r.appendTrace(rec) // and measure it
@@ -68,6 +76,10 @@ func (r *run) carryOver(next RunInput) *Carry {
 	c := r.Carry
 	c.Memo, c.MemoHits, c.MemoMisses = r.memo.snapshot(), r.memo.hits, r.memo.misses
 	c.Transcript = recent(r.Transcript, TranscriptKeep, TranscriptBytes)
+	c.External = nil
+	for _, e := range r.ext {
+		c.External = append(c.External, *e)
+	}
 	if r.parked != nil { // parked in this step: the waits as they stand now
 		c.Parked = r.parkedCarry()
 	}

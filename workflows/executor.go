@@ -105,6 +105,7 @@ func (r *run) runAndFallback(ctx workflow.Context, c tool.Call, spec tool.Spec, 
 	// 4. Fallback: only for a retryable failure that used up its attempts.
 	if spec.Fallback != "" && exhausted(err) && depth < maxFallbackDepth {
 		fb := r.newCall(spec.Fallback, c.Args)
+		r.link(c.ID, fb.ID)
 		r.record(c, TraceRecord{Status: TraceFallback, Error: errorText(err), Attempts: attempts,
 			Reason: fmt.Sprintf("falling back to %s as %s", fb.Tool, fb.ID)})
 		span := r.callStep(ctx, SpanFallback, c, AttrFallbackFrom.String(c.Tool), AttrFallbackTo.String(fb.Tool), AttrFallbackCallID.String(fb.ID))

@@ -64,6 +64,10 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	if err := r.registerGrantHandlers(ctx); err != nil {
 		return err
 	}
+	r.root = ctx
+	if err := r.registerExternal(ctx); err != nil {
+		return err
+	}
 	workflow.Go(ctx, r.listen)
 	return nil
 }
