@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -246,25 +247,23 @@ func (r *run) settle(ctx workflow.Context, rec *ExternalCall, out outcome) {
 // trimExternal keeps at most MaxExternalKept finished calls, and
 // ExternalResultBytes of their results, the newest first.
 func (r *run) trimExternal() {
-	finished, bytes := 0, 0
-	keep := r.ext[:0]
+	finished, bytes, drop := 0, 0, map[*ExternalCall]bool{}
 	for i := len(r.ext) - 1; i >= 0; i-- {
 		e := r.ext[i]
-		if e.Done {
-			if finished++; finished > MaxExternalKept {
-				continue
-			}
-			if bytes += len(e.Result); bytes > ExternalResultBytes && e.Result != nil {
-				e.Result, e.ResultDropped = nil, true
-			}
+		if !e.Done {
+			continue
 		}
-		keep = append(keep, e)
+		if finished++; finished > MaxExternalKept {
+			drop[e] = true
+			continue
+		}
+		if bytes += len(e.Result); bytes > ExternalResultBytes && e.Result != nil {
+			e.Result, e.ResultDropped = nil, true
+		}
 	}
-	for i, j := 0, len(keep)-1; i < j; i, j = i+1, j-1 {
-		keep[i], keep[j] = keep[j], keep[i]
+	if len(drop) > 0 {
+		r.ext = slices.DeleteFunc(r.ext, func(e *ExternalCall) bool { return drop[e] })
 	}
-	clear(r.ext[len(keep):])
-	r.ext = keep
 }
 
 // extCall is the remembered call with id callID.
