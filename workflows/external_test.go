@@ -271,7 +271,9 @@ func TestExternalContinuesAsNewAfterManyProposals(t *testing.T) {
 func TestExternalFallbackWaitsForItsCall(t *testing.T) {
 	f := newFixture(t, func(o *worker.Options) {
 		o.Tools = append(o.Tools, tool.New(tool.Spec{Name: "quick_refund", Fallback: "refund", Retry: tool.RetryPolicy{MaxAttempts: 1}},
-			func(ctx context.Context, a refundArgs) (string, error) { return "", errors.New("quick refunds are down") }))
+			func(ctx context.Context, a refundArgs) (string, error) {
+				return "", errors.New("quick refunds are down")
+			}))
 	})
 	var p *outcome[workflows.CallStatus]
 	f.at(time.Second, func() { p = f.propose("quick_refund", `{"booking_id":"B-1","amount_cents":500}`, "") })
