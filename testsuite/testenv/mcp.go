@@ -56,3 +56,41 @@ func MCPFilesystem(t testing.TB) []string {
 	}
 	return []string{abs}
 }
+
+// The official MCP TypeScript SDK, the client the MCP server's tests drive
+// from Node.js (testsuite/e2e/testdata/mcpclient.cjs): .ci/run installs it
+// with npm outside the clone and names its directory in MCPNodeSDKEnv.
+const (
+	// MCPNodeSDKEnv names the directory that holds node_modules/@modelcontextprotocol/sdk.
+	MCPNodeSDKEnv = "TOOLGATE_MCP_NODE_SDK"
+	// MCPNodeSDKPackage is the npm package and the version the tests expect.
+	MCPNodeSDKPackage = "@modelcontextprotocol/sdk@1.32.2"
+)
+
+// MCPNodeSDK returns the directory $TOOLGATE_MCP_NODE_SDK names, in which
+// node_modules holds the MCP TypeScript SDK. Without one the test is
+// skipped, saying how to install it — or fails, when $TOOLGATE_REQUIRE_MCP is 1.
+func MCPNodeSDK(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(MCPNodeSDKEnv)
+	problem := ""
+	switch _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); {
+	case dir == "":
+		problem = MCPNodeSDKEnv + " is not set"
+	case err != nil:
+		problem = MCPNodeSDKEnv + "=" + dir + ": no @modelcontextprotocol/sdk under its node_modules (" + err.Error() + ")"
+	}
+	if problem != "" {
+		msg := problem + ": the MCP server's Node.js client tests need the MCP TypeScript SDK, installed once (the tests never download it): " +
+			"npm install --no-audit --no-fund --prefix /tmp/mcpsdk " + MCPNodeSDKPackage + " && export " + MCPNodeSDKEnv + "=/tmp/mcpsdk"
+		if os.Getenv(MCPRequireEnv) == "1" {
+			t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
+		}
+		t.Skip(msg)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}

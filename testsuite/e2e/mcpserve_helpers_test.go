@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/testsuite/testenv"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// This file starts `toolgate mcp serve` as a subprocess on a stack's server
+// and connects MCP clients to it: the Go SDK's here, the TypeScript SDK's in
+// mcpserve_node_test.go.
+
+// mcpServe is one `toolgate mcp serve --listen` process.
+type mcpServe struct {
+	p      *proc
+	url    string // http://127.0.0.1:PORT/mcp
+	listen string // 127.0.0.1:PORT
+}
+
+// newMCPToken makes a token for name in the tokens file (created if
+// missing) with `toolgate mcp token new`, and returns it.
+func newMCPToken(t *testing.T, tokens, name string, flags ...string) string {
+	t.Helper()
+	args := append([]string{"mcp", "token", "new", name, "--tokens", tokens}, flags...)
+	out, err := exec.Command(toolgateBinary(t), args...).Output()
+	if err != nil {
+		t.Fatalf("toolgate %s: %v", strings.Join(args, " "), err)
+	}
+	tok := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(tok, "tg_") || strings.Contains(tok, "\n") {
+		t.Fatalf("toolgate mcp token new printed %q, want one tg_ token", tok)
+	}
+	return tok
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// errNotYet is what a condition polled with testenv.Eventually returns
+// while it does not hold yet.
+var errNotYet = errors.New("not yet")
+
+var mcpURLLine = regexp.MustCompile(`MCP server at (http://\S+/mcp)`)
+
+// startMCPServe starts `toolgate mcp serve --listen listen --tokens tokens`
+// on s's server (listen "": a free port) and waits until it serves.
+func (s *stack) startMCPServe(name, listen, tokens string, flags ...string) *mcpServe {
+	t := s.t
+	t.Helper()
+	if listen == "" {
+		listen = freeAddr(t)
+	}
+	args := append([]string{"mcp", "serve", "--listen", listen, "--tokens", tokens,
+		"--address", s.address(), "--namespace", devserver.DefaultNamespace, "--data", s.dataDir}, flags...)
+	p := startProc(t, name, nil, args...)
+	m := &mcpServe{p: p, listen: listen}
+	testenv.Eventually(t, startTimeout, name+" serving MCP", func() error {
+		if p.exited() {
+			t.Fatalf("%s exited: %v\n%s", name, p.waitErr, p.out.String())
+		}
+		if mm := mcpURLLine.FindStringSubmatch(p.out.String()); mm != nil {
+			m.url = mm[1]
+			return nil
+		}
+		return errNotYet
+	})
+	return m
+}
+
+// headers adds a bearer token and a run name to every request.
+type headers struct {
+	token, run string
+	base       http.RoundTripper
+}
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if h.token != "" {
+		r.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	if h.run != "" {
+		r.Header.Set("Toolgate-Run", h.run)
+	}
+	return h.base.RoundTrip(r)
+}
+
+// mcpConnect connects the Go SDK's client to url as token, naming run (""
+// for none: the run is named from the session).
+func mcpConnect(t *testing.T, url, token, run string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: headers{token: token, run: run, base: http.DefaultTransport}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-e2e-go", Version: "1.0.0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// callTool calls a tool with raw JSON arguments and an idempotency key ("": none).
+func callTool(ctx context.Context, cs *mcp.ClientSession, name, args, key string) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}
+	if key != "" {
+		p.Meta = mcp.Meta{"toolgate/idempotency_key": key}
+	}
+	return cs.CallTool(ctx, p)
+}
+
+// resultText is the text of a tool result's content.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// mcpRunID is the workflow id of the run an MCP client drives as token
+// name, under run name.
+func mcpRunID(name, run string) string { return "mcp-" + name + "-" + run }
+
+// awaitWaiting waits until call callID of run id waits for approval.
+func (s *stack) awaitWaiting(id, callID string) workflows.Interrupt {
+	var it workflows.Interrupt
+	testenv.Eventually(s.t, waitTimeout, id+" "+callID+" waiting", func() error {
+		st, err := s.state(id)
+		if err != nil {
+			return err
+		}
+		for _, i := range st.Interrupts {
+			if i.CallID == callID {
+				it = i
+				return nil
+			}
+		}
+		return errNotYet
+	})
+	return it
+}
+
+// tokensFile is a fresh tokens file's path in the test's directory.
+func tokensFile(t *testing.T) string { return filepath.Join(t.TempDir(), "tokens.json") }
+
+// within is a context for one MCP round trip that may wait for a human.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
