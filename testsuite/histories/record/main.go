@@ -90,7 +90,7 @@ func run() error {
 		}
 	}
 	for name := range selected {
-		if !slices.ContainsFunc(flows, func(f flow) bool { return f.name == name }) {
+		if !slices.ContainsFunc(append(flows, externalFlow()), func(f flow) bool { return f.name == name }) {
 			return fmt.Errorf("unknown flow %q", name)
 		}
 	}
@@ -135,7 +135,7 @@ func run() error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range flows {
+	for _, f := range append(flows, externalFlow()) {
 		if len(selected) > 0 && !selected[f.name] {
 			continue
 		}
