@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -91,7 +92,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, fixed *
 	pr := s.progress(waitCtx, req, fmt.Sprintf("call of %s proposed to run %s", p.Tool, id))
 	defer pr.stop()
 
-	st, err := s.propose(waitCtx, id, in, p)
+	var st workflows.CallStatus
+	if callID, ok := req.Params.Meta[MetaCallID]; ok {
+		st, err = s.attach(waitCtx, id, callID, p)
+	} else {
+		st, err = s.propose(waitCtx, id, in, p)
+	}
 	for err == nil && !st.Done {
 		if st.Waiting != nil {
 			pr.set(fmt.Sprintf("call %s (%s) waits for approval: toolgate approve %s %s", st.CallID, st.Tool, id, st.CallID))
@@ -214,6 +220,27 @@ func (s *Server) propose(ctx context.Context, id string, in *workflows.RunInput,
 	}
 }
 
+// attach reads how call callID (the _meta toolgate/call_id of a request)
+// stands, instead of proposing p: a client reaches the outcome of a call it
+// was told waits, even once it has finished (a proposal without a key
+// attaches only to an unfinished call). The call must be p's tool and
+// arguments.
+func (s *Server) attach(ctx context.Context, id string, v any, p workflows.Proposal) (workflows.CallStatus, error) {
+	callID, ok := v.(string)
+	if !ok || callID == "" || len(callID) > workflows.MaxNameBytes {
+		return workflows.CallStatus{}, fmt.Errorf("refused: _meta %q must be the id of a call of run %s, such as c-3", MetaCallID, id)
+	}
+	st, err := s.opts.Runs.Call(ctx, id, callID)
+	if err != nil {
+		return st, err
+	}
+	if digest, derr := tool.Digest(p.Tool, p.Args); st.Tool != p.Tool || derr != nil || digest != st.ArgsDigest {
+		return workflows.CallStatus{}, fmt.Errorf("refused: call %s of run %s is %s with args_digest %s, not this call of %s; call it with its own tool and arguments",
+			st.CallID, id, st.Tool, st.ArgsDigest, text.Clip(p.Tool, workflows.MaxNameBytes))
+	}
+	return st, nil
+}
+
 // poll reads how call st stands until it has changed (done, or it waits
 // now, or waits no more) or ctx is done. A query that fails is tried again,
 // but for a run or call that is not there.
@@ -278,7 +305,7 @@ func notYet(id string, st workflows.CallStatus, waited time.Duration) *mcp.CallT
 		msg = fmt.Sprintf("not run yet: call %s (%s) waits for a human's approval (args_digest %s). Approve: toolgate approve %s %s. ",
 			st.CallID, st.Tool, st.ArgsDigest, id, st.CallID)
 	}
-	msg += fmt.Sprintf("Call again with the same arguments (or the same %s) to wait for its result", MetaIdempotencyKey)
+	msg += fmt.Sprintf("Call again with the same arguments and _meta {%q: %q} (or the same %s) to wait for its result", MetaCallID, st.CallID, MetaIdempotencyKey)
 	sc := map[string]any{"status": status, "call_id": st.CallID, "args_digest": st.ArgsDigest, "run": id, "tool": st.Tool}
 	return &mcp.CallToolResult{IsError: true, StructuredContent: sc,
 		Meta:    mcp.Meta{MetaCallID: st.CallID, MetaStatus: status, MetaRun: id},

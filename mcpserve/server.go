@@ -14,7 +14,9 @@
 // that names its run reaches the same run after a restart of toolgate or
 // from a second connection, and a call proposed again with the same
 // arguments (or the same _meta "toolgate/idempotency_key") attaches to the
-// call proposed before instead of running twice.
+// call proposed before instead of running twice. A call that has finished
+// is reached by its id (_meta "toolgate/call_id"), which a waiting answer
+// gives: a proposal without a key attaches only to an unfinished call.
 //
 // A tools/call stays open while its call waits for a human, up to
 // Options.Wait, sending progress notifications if the client asked for

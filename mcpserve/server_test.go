@@ -149,6 +149,30 @@ func TestShortWaitAnswersWaitingAndCallingAgainAttaches(t *testing.T) {
 	}
 }
 
+func TestCallIDReachesAFinishedCall(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Wait = 300 * time.Millisecond })
+	cs := h.connect(t, h.alice, map[string]string{HeaderRun: "r1"}, nil)
+	args := map[string]any{"id": "TKT-3"}
+	res := call(t, cs, "close", args, nil)
+	if !strings.Contains(resultText(res), `"toolgate/call_id": "c-1"`) {
+		t.Errorf("waiting text %q: want how to reach the call", resultText(res))
+	}
+	if err := h.runs.decide("mcp-alice-r1", "c-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	res = call(t, cs, "close", args, mcp.Meta{MetaCallID: "c-1"})
+	if res.IsError || res.Meta[MetaCallID] != "c-1" || res.Meta[MetaStatus] != "ok" {
+		t.Errorf("finished call by id: error %v, meta %v, text %q", res.IsError, res.Meta, resultText(res))
+	}
+	if _, props := h.runs.proposed(); len(props) != 1 {
+		t.Errorf("%d proposals, want 1: reading a call by id proposes nothing", len(props))
+	}
+	res = call(t, cs, "close", map[string]any{"id": "TKT-4"}, mcp.Meta{MetaCallID: "c-1"})
+	if !res.IsError || !strings.Contains(resultText(res), "not this call") {
+		t.Errorf("call id with other arguments: error %v, text %q", res.IsError, resultText(res))
+	}
+}
+
 func TestProgressWhileWaiting(t *testing.T) {
 	var mu sync.Mutex
 	var msgs []string
