@@ -20,7 +20,7 @@ import (
 const mcpUsage = `usage:
   toolgate mcp list --mcp FILE [--json]
       how toolgate treats the tools of an MCP file's servers (tools it takes FROM them)
-  toolgate mcp serve --listen HOST:PORT --tokens FILE [--mcp-wait 3m] [--host H]... [--origin O]...
+  toolgate mcp serve --listen HOST:PORT --tokens FILE [--mcp-wait 3m] [--host H]... [--origin O]... [--max-sessions-per-token 16]
                      [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [WORKER FLAGS]
   toolgate mcp serve --stdio [--as NAME] [--run NAME] [--mcp-wait 3m] [WORKER FLAGS]
       serve the worker's gated tools TO MCP clients, running the worker in-process
@@ -100,6 +100,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	runName := fs.String("run", "", "with --stdio: the run's name (default: a new one each start)")
 	wait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "how long a tools/call stays open for a call that waits for a human")
 	hf := addMCPHTTPFlags(fs)
+	maxSessions := fs.Int("max-sessions-per-token", mcpserve.DefaultMaxSessionsPerToken, "with --listen: how many MCP sessions one token may have open at once")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		}
 		return srv.ServeStdio(ctx, *as, *runName, c.stdin, c.stdout)
 	}
-	opts.tokens = toks
+	opts.tokens, opts.maxSessions = toks, *maxSessions
 	m, err := c.serveMCPHTTP(*listen, *tokensFile, opts, hf)
 	if err != nil {
 		return err
@@ -165,19 +166,22 @@ type mcpServeOptions struct {
 	policy    bool
 	wait      time.Duration
 	tokens    *mcpserve.Tokens
+	// maxSessions bounds the HTTP sessions of a token (0: the default).
+	maxSessions int
 }
 
 func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserve.Server, error) {
 	return mcpserve.New(mcpserve.Options{
-		Runs:    tgclient.New(o.tc, tgclient.WithTaskQueue(o.taskQueue)),
-		Tools:   o.tools,
-		Tokens:  o.tokens,
-		Hosts:   hosts,
-		Origins: origins,
-		Wait:    o.wait,
-		Policy:  o.policy,
-		Logger:  slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Name:    "toolgate",
+		Runs:                tgclient.New(o.tc, tgclient.WithTaskQueue(o.taskQueue)),
+		Tools:               o.tools,
+		Tokens:              o.tokens,
+		Hosts:               hosts,
+		Origins:             origins,
+		Wait:                o.wait,
+		Policy:              o.policy,
+		MaxSessionsPerToken: o.maxSessions,
+		Logger:              slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Name:                "toolgate",
 	})
 }
 
