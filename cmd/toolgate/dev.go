@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/devserver"
+	"github.com/toolgate/toolgate/mcpserve"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 // dev is `toolgate dev`: the embedded server and (unless --no-worker) a
@@ -26,9 +29,17 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "serve --address with TLS only: the server's certificate (PEM; `toolgate keys tls DIR` makes one); with --tls-key")
 	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM) on --address (mutual TLS). This process's worker, the UI and the server's own parts use a plaintext frontend on 127.0.0.1 instead")
+	mcpAddr := fs.String("mcp-address", "", "also serve the worker's tools to MCP clients at http://HOST:PORT/mcp (loopback; with --mcp-tokens; needs the in-process worker)")
+	mcpTokens := fs.String("mcp-tokens", "", "with --mcp-address: the bearer tokens MCP clients may use (toolgate mcp token new NAME --tokens FILE)")
+	mcpWait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "with --mcp-address: how long a tools/call stays open for a call that waits for a human")
 	sv := servingFlags(fs)
 	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
+		return err
+	}
+	toks, err := devMCPTokens(*mcpAddr, *mcpTokens, *noWorker)
+	if err != nil {
+		tel.stop()
 		return err
 	}
 	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
@@ -89,6 +100,15 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		defer ib.stop()
 		fmt.Fprintf(c.stdout, "approvals inbox at %s\n", ib.URL)
 	}
+	if *mcpAddr != "" {
+		no, off := "", false
+		m, err := c.serveMCPHTTP(*mcpAddr, *mcpTokens, mcpServeOptions{tc: s.client, taskQueue: workflows.TaskQueue, tools: s.tools,
+			policy: s.policy, wait: *mcpWait, tokens: toks}, &mcpHTTPFlags{tlsCert: &no, tlsKey: &no, insecure: &off})
+		if err != nil {
+			return err
+		}
+		defer m.stop()
+	}
 	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
 	<-ctx.Done()
 	fmt.Fprintln(c.stdout, "stopping")
@@ -105,4 +125,26 @@ func devTLSOptions(cert, key, clientCA string) (*devserver.TLSOptions, error) {
 		return nil, errors.New("TLS needs both the server's certificate and its key (--tls-cert and --tls-key)")
 	}
 	return &devserver.TLSOptions{CertFile: cert, KeyFile: key, ClientCAFile: clientCA}, nil
+}
+
+// devMCPTokens checks dev's MCP flags and loads the tokens (nil: no MCP).
+func devMCPTokens(addr, tokensFile string, noWorker bool) (*mcpserve.Tokens, error) {
+	switch {
+	case addr == "" && tokensFile == "":
+		return nil, nil
+	case addr == "":
+		return nil, errors.New("--mcp-tokens goes with --mcp-address HOST:PORT")
+	case tokensFile == "":
+		return nil, errors.New("--mcp-address needs --mcp-tokens FILE: make a token with `toolgate mcp token new NAME --tokens FILE`")
+	case noWorker:
+		return nil, errors.New("--mcp-address serves the in-process worker's tools: drop --no-worker, or run `toolgate mcp serve` against this server")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-address %q: want HOST:PORT: %w", addr, err)
+	}
+	if !isLoopback(host) {
+		return nil, fmt.Errorf("--mcp-address %s is not a loopback address: dev serves MCP on loopback only; for the network use `toolgate mcp serve` with --listen-tls-cert/--listen-tls-key", addr)
+	}
+	return mcpserve.LoadTokens(tokensFile)
 }

@@ -1,8 +1,9 @@
 // Command toolgate is toolgate's one binary: an embedded Temporal server with a
 // worker (dev, demo), a worker for any Temporal cluster (worker), the
 // operator's client (run, status, next, trace, approve, reject, pending,
-// replay), its web approvals inbox (inbox) and a review of an --mcp file's
-// tools (mcp list).
+// replay), its web approvals inbox (inbox), a review of an --mcp file's
+// tools (mcp list), and the worker's gated tools served to MCP clients (mcp
+// serve, mcp token new).
 package main
 
 import (
@@ -33,12 +34,17 @@ Usage:
                   [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
                   [--mcp FILE] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
                   [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+                  [--mcp-address HOST:PORT --mcp-tokens FILE [--mcp-wait 3m]]
   toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
                   [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
   toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
                   [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
   toolgate mcp list --mcp FILE [--json]
+  toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME] [--run NAME]) [--mcp-wait 3m]
+                  [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [--host H]... [--origin O]...
+                  [CONNECTION] [--task-queue Q] [--data DIR] [--policy FILE] [--mcp FILE] [worker's flags]
+  toolgate mcp token new NAME --tokens FILE [--key FILE]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
                   [--as NAME --key FILE] [CONNECTION]
   toolgate status|next|trace ID [--json] [CONNECTION]

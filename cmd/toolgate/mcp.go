@@ -91,15 +91,12 @@ func (c *cli) mcpLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// mcp is `toolgate mcp list --mcp FILE [--json]`.
-func (c *cli) mcp(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "list" {
-		return errors.New("usage: toolgate mcp list --mcp FILE [--json]")
-	}
+// mcpList is `toolgate mcp list --mcp FILE [--json]`.
+func (c *cli) mcpList(ctx context.Context, args []string) error {
 	fs := c.flags("mcp list")
 	file := mcpFlag(fs)
 	asJSON := fs.Bool("json", false, "print the listing as JSON")
-	pos, err := parse(fs, args[1:])
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}

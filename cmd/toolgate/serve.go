@@ -47,6 +47,10 @@ type stack struct {
 	worker sdkworker.Worker
 	desk   *desk.Desk
 	mcp    *mcpTools // the --mcp file's servers, if any
+	// tools and policy: what the worker registered, and whether it has an
+	// approval policy (for serving MCP on top).
+	tools  []tool.Spec
+	policy bool
 }
 
 func (s *stack) stop() {
@@ -125,55 +129,108 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	if err != nil {
 		return nil, err
 	}
+	s.tools, s.policy = opts.Config().Tools, opts.Policy != nil
 	return s, nil
 }
 
 // worker is `toolgate worker`: a worker against any Temporal server.
 func (c *cli) worker(ctx context.Context, args []string) error {
 	fs := c.flags("worker")
-	cn := c.connFlags(fs)
-	tq := taskQueueFlag(fs)
-	data := dataFlag(fs)
-	searchAttrs := fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current")
-	sv := servingFlags(fs)
-	tel, err := c.parseServing(ctx, fs, args, sv)
+	wf := c.addWorkerFlags(fs)
+	rw, err := c.startWorker(ctx, fs, args, wf)
 	if err != nil {
 		return err
 	}
-	defer tel.stop() // after the worker has stopped (deferred below): its last spans are sent
-	wo, err := sv.workerOptions(tel, c.stderr)
-	if err != nil {
-		return err
+	defer rw.stop()
+	fmt.Fprintf(c.stdout, "worker ready on %s, task queue %s\n", rw.conn.Describe(), *wf.tq)
+	<-ctx.Done()
+	return nil
+}
+
+// workerFlags are the flags of a process that runs a worker against any
+// Temporal server (worker, mcp serve).
+type workerFlags struct {
+	cn          *connect.Settings
+	tq          *string
+	data        *string
+	searchAttrs *bool
+	sv          serving
+}
+
+func (c *cli) addWorkerFlags(fs *flag.FlagSet) *workerFlags {
+	return &workerFlags{
+		cn:          c.connFlags(fs),
+		tq:          taskQueueFlag(fs),
+		data:        dataFlag(fs),
+		searchAttrs: fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current"),
+		sv:          servingFlags(fs),
 	}
-	opts, d, err := demo.OptionsWithDesk(*data, wo.deskDB)
-	if err != nil {
-		return err
+}
+
+// runningWorker is a started worker, its client and what it holds open.
+type runningWorker struct {
+	client client.Client
+	worker sdkworker.Worker
+	conn   *connect.Conn
+	opts   worker.Options // what it registered (opts.Config().Tools: its tools)
+	closes []func()       // run by stop, last first
+}
+
+// stop stops the worker, then closes its client, the --mcp servers, the
+// desk and the telemetry (its last spans are sent).
+func (rw *runningWorker) stop() {
+	for i := len(rw.closes) - 1; i >= 0; i-- {
+		rw.closes[i]()
 	}
-	defer d.Close()
+	rw.closes = nil
+}
+
+// startWorker parses args into fs (with wf's flags) and starts a worker as
+// `toolgate worker` does: the demo desk's and the --mcp file's tools, the
+// policy, telemetry. Stop it with stop.
+func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, wf *workerFlags) (_ *runningWorker, err error) {
+	rw := &runningWorker{}
+	defer func() {
+		if err != nil {
+			rw.stop()
+		}
+	}()
+	tel, err := c.parseServing(ctx, fs, args, wf.sv)
+	if err != nil {
+		return nil, err
+	}
+	rw.closes = append(rw.closes, tel.stop)
+	wo, err := wf.sv.workerOptions(tel, c.stderr)
+	if err != nil {
+		return nil, err
+	}
+	opts, d, err := demo.OptionsWithDesk(*wf.data, wo.deskDB)
+	if err != nil {
+		return nil, err
+	}
+	rw.closes = append(rw.closes, func() { _ = d.Close() })
 	if hook := faultAfterCommit(); hook != nil { // nil unless built with -tags toolgate_fault (fault.go)
 		d.FailAfterCommit = hook
 	}
-	mt, err := c.openMCP(ctx, wo.mcpFile, *data)
+	mt, err := c.openMCP(ctx, wo.mcpFile, *wf.data)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer mt.close() // after the worker has stopped (deferred below)
+	rw.closes = append(rw.closes, mt.close)
 	if mt != nil {
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
-	opts.SearchAttributes = *searchAttrs
-	cl, w, conn, err := worker.Connect(ctx, *cn, *tq, opts, func(o *client.Options) {
+	opts.SearchAttributes = *wf.searchAttrs
+	cl, w, conn, err := worker.Connect(ctx, *wf.cn, *wf.tq, opts, func(o *client.Options) {
 		o.Logger, o.MetricsHandler = c.quietLogger(), tel.handler()
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cl.Close()
-	defer w.Stop()
-	fmt.Fprintf(c.stdout, "worker ready on %s, task queue %s\n", conn.Describe(), *tq)
-	<-ctx.Done()
-	return nil
+	rw.client, rw.worker, rw.conn, rw.opts = cl, w, conn, opts
+	rw.closes = append(rw.closes, cl.Close, w.Stop)
+	return rw, nil
 }
 
 // demoGoal is the seed's support-desk request.
