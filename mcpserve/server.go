@@ -88,6 +88,9 @@ type Options struct {
 	// Policy: the worker has an approval policy, so a run is started signed
 	// by its caller, with the key_file of the caller's token if it has one.
 	Policy bool
+	// Keys are signing keys by caller name, besides the tokens' key_file
+	// ones: the stdio caller's (toolgate mcp serve --stdio --as NAME --key FILE).
+	Keys map[string]ed25519.PrivateKey
 	// MaxSessionsPerToken bounds the HTTP sessions one token has open
 	// (DefaultMaxSessionsPerToken).
 	MaxSessionsPerToken int
@@ -168,6 +171,9 @@ func New(o Options) (*Server, error) {
 			}
 			s.keys[e.Name] = key
 		}
+	}
+	for name, key := range o.Keys {
+		s.keys[name] = key
 	}
 	var err error
 	if s.http, err = s.newMCPServer(nil); err != nil {

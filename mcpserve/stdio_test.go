@@ -59,6 +59,26 @@ func TestSignedStartWithThePolicy(t *testing.T) {
 	}
 }
 
+// The stdio caller's key (mcp serve --stdio --as NAME --key FILE) signs its
+// runs' starts under a policy.
+func TestSignedStdioStart(t *testing.T) {
+	_, priv, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Runs: newFakeRuns(), Tools: testTools, Policy: true, Keys: map[string]ed25519.PrivateKey{"dave": priv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.startInput("mcp-dave-r", "dave", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := signed.Verify(in.RequestToken, priv.Public().(ed25519.PublicKey)); err != nil || c.Approver != "dave" {
+		t.Fatalf("the stdio start: claims %+v, %v; want dave's signed start", c, err)
+	}
+}
+
 func TestStdio(t *testing.T) {
 	runs := newFakeRuns()
 	s, err := New(Options{Runs: runs, Tools: testTools})

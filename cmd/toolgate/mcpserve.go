@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/mcpserve"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -22,7 +24,7 @@ const mcpUsage = `usage:
       how toolgate treats the tools of an MCP file's servers (tools it takes FROM them)
   toolgate mcp serve --listen HOST:PORT --tokens FILE [--mcp-wait 3m] [--host H]... [--origin O]... [--max-sessions-per-token 16]
                      [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [WORKER FLAGS]
-  toolgate mcp serve --stdio [--as NAME] [--run NAME] [--mcp-wait 3m] [WORKER FLAGS]
+  toolgate mcp serve --stdio [--as NAME [--key FILE]] [--run NAME] [--mcp-wait 3m] [WORKER FLAGS]
       serve the worker's gated tools TO MCP clients, running the worker in-process
       (WORKER FLAGS: those of toolgate worker: CONNECTION, --task-queue, --data, --policy, --mcp …)
   toolgate mcp token new NAME --tokens FILE [--key FILE]
@@ -98,6 +100,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin and stdout instead (stdout carries only MCP; logs go to stderr)")
 	as := fs.String("as", "stdio", "with --stdio: the caller's name (runs are mcp-NAME-RUN)")
 	runName := fs.String("run", "", "with --stdio: the run's name (default: a new one each start)")
+	keyFile := fs.String("key", "", "with --stdio and a worker --policy: --as NAME's signing key (toolgate keys new), so the runs start signed by NAME, their verified requester")
 	wait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "how long a tools/call stays open for a call that waits for a human")
 	hf := addMCPHTTPFlags(fs)
 	maxSessions := fs.Int("max-sessions-per-token", mcpserve.DefaultMaxSessionsPerToken, "with --listen: how many MCP sessions one token may have open at once")
@@ -109,9 +112,17 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	}
 	w := c
 	var toks *mcpserve.Tokens
+	var stdioKeys map[string]ed25519.PrivateKey
 	if *stdio {
 		if *tokensFile != "" || *hf.tlsCert != "" || *hf.tlsKey != "" || *hf.insecure || len(hf.hosts) > 0 || len(hf.origins) > 0 {
 			return errors.New("mcp serve --stdio takes no --tokens, --listen-tls-*, --insecure, --host or --origin: over stdio the caller is whoever started the process")
+		}
+		if *keyFile != "" {
+			key, err := signed.ReadPrivateKey(*keyFile)
+			if err != nil {
+				return fmt.Errorf("--key: %w", err)
+			}
+			stdioKeys = map[string]ed25519.PrivateKey{*as: key}
 		}
 		if *runName == "" {
 			*runName = "s" + time.Now().UTC().Format("20060102-150405")
@@ -119,8 +130,8 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		// stdout is the MCP stream: what the worker would print goes to stderr.
 		w = &cli{stdin: c.stdin, stdout: c.stderr, stderr: c.stderr}
 	} else {
-		if *as != "stdio" || *runName != "" {
-			return errors.New("--as and --run go with --stdio; over HTTP the caller is the token's name and the run is the client's (header Toolgate-Run, or the session)")
+		if *as != "stdio" || *runName != "" || *keyFile != "" {
+			return errors.New("--as, --run and --key go with --stdio; over HTTP the caller is the token's name and the run is the client's (header Toolgate-Run, or the session)")
 		}
 		if *tokensFile == "" {
 			return errors.New("mcp serve --listen needs --tokens FILE: make a token with `toolgate mcp token new NAME --tokens FILE`")
@@ -138,7 +149,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rw.stop()
-	opts := mcpServeOptions{tc: rw.client, taskQueue: *wf.tq, tools: rw.opts.Config().Tools, policy: rw.opts.Policy != nil, wait: *wait}
+	opts := mcpServeOptions{tc: rw.client, taskQueue: *wf.tq, tools: rw.opts.Config().Tools, policy: rw.opts.Policy != nil, wait: *wait, keys: stdioKeys}
 	if *stdio {
 		fmt.Fprintf(c.stderr, "worker ready on %s, task queue %s; MCP on stdio as %s, run %s\n", rw.conn.Describe(), *wf.tq, *as, mcpserve.WorkflowID(*as, *runName))
 		srv, err := c.newMCPServer(opts, nil, nil)
@@ -168,6 +179,7 @@ type mcpServeOptions struct {
 	tokens    *mcpserve.Tokens
 	// maxSessions bounds the HTTP sessions of a token (0: the default).
 	maxSessions int
+	keys        map[string]ed25519.PrivateKey // the stdio caller's signing key
 }
 
 func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserve.Server, error) {
@@ -180,6 +192,7 @@ func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserv
 		Wait:                o.wait,
 		Policy:              o.policy,
 		MaxSessionsPerToken: o.maxSessions,
+		Keys:                o.keys,
 		Logger:              slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Name:                "toolgate",
 	})

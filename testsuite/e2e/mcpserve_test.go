@@ -202,7 +202,7 @@ func TestMCPServeFiftySessions(t *testing.T) {
 	s := newStack(t)
 	tokens := tokensFile(t)
 	tok := newMCPToken(t, tokens, "fleet")
-	m := s.startMCPServe("mcp serve", "", tokens, "--mcp-wait", "3m")
+	m := s.startMCPServe("mcp serve", "", tokens, "--mcp-wait", "3m", "--max-sessions-per-token", "64")
 	const n = 50
 	results := make([]*mcp.CallToolResult, n)
 	var wg sync.WaitGroup
