@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,7 @@ type nodeClient struct {
 	t               *testing.T
 	sdk             string
 	url, token, run string
+	timeout         time.Duration // a call's wait between progress notifications (0: the script's 2 minutes)
 }
 
 func (n nodeClient) start(args ...string) (*exec.Cmd, *syncBuffer) {
@@ -64,6 +66,9 @@ func (n nodeClient) start(args ...string) (*exec.Cmd, *syncBuffer) {
 	}
 	cmd := exec.Command("node", append([]string{script, n.url, n.token, n.run}, args...)...)
 	cmd.Env = childEnv(testenv.MCPNodeSDKEnv + "=" + n.sdk)
+	if n.timeout > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("TOOLGATE_MCP_TIMEOUT_MS=%d", n.timeout.Milliseconds()))
+	}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -159,16 +164,26 @@ func TestMCPServeNodeClient(t *testing.T) {
 	}
 
 	// kill -9 of the server while a call waits; restart; the client calls
-	// again with the same key: one side effect, and the result.
+	// again with the same key: one side effect, and the result. The client
+	// learns its call is lost when the progress notifications stop (its
+	// timeout is reset by each one; the server sends one every 5 s).
 	const refund = `{"booking_id":"BK-3","amount_cents":900}`
-	cmd, out = n.start("call", "refund", refund, "node-refund-1")
+	lossy := n
+	lossy.timeout = 12 * time.Second
+	cmd, out = lossy.start("call", "refund", refund, "node-refund-1")
 	s.awaitWaiting(id, "c-5")
+	// Past its 12 s timeout the call is still open: the progress
+	// notifications kept it alive (the script prints only when it ends).
+	time.Sleep(lossy.timeout + 2*time.Second) // waiting out a timeout, not asserting with time
+	if out.Len() > 0 {
+		t.Fatalf("the waiting call ended within its timeout although progress notifications should keep it alive: %s", out.String())
+	}
 	m.p.kill()
 	if err := m.p.wait(t, 10*time.Second); !killedBySIGKILL(err) {
 		t.Fatalf("mcp serve exit: %v, want killed by SIGKILL", err)
 	}
-	if _, err := n.reply(cmd, out); err == nil {
-		t.Fatalf("the node client's call survived the server's kill -9: %s", out.String())
+	if r, err := n.reply(cmd, out); err == nil || !strings.Contains(r.Error, "timed out") {
+		t.Fatalf("the node client's call after the server's kill -9: %v %+v, want it timed out", err, r)
 	}
 	m2 := s.startMCPServe("mcp serve 2", m.listen, tokens, "--mcp-wait", "1m")
 	n.url = m2.url

@@ -6,6 +6,9 @@
 //   node mcpclient.cjs URL TOKEN RUN list
 //   node mcpclient.cjs URL TOKEN RUN call TOOL ARGS_JSON [IDEMPOTENCY_KEY]
 //
+// TOOLGATE_MCP_TIMEOUT_MS bounds a call's wait between two progress
+// notifications (default 120000).
+//
 // It prints one JSON line: {"tools": [...]} or {"result": CallToolResult,
 // "progress": N}, or {"error": "..."} and exits 1.
 'use strict';
@@ -39,7 +42,7 @@ async function main() {
       const params = { name, arguments: JSON.parse(args) };
       if (key) params._meta = { 'toolgate/idempotency_key': key };
       const res = await client.callTool(params, undefined, {
-        timeout: 120000,
+        timeout: Number(process.env.TOOLGATE_MCP_TIMEOUT_MS || 120000),
         resetTimeoutOnProgress: true,
         onprogress: () => { progress++; },
       });
