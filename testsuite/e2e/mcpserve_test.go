@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -244,5 +247,60 @@ func TestMCPServeFiftySessions(t *testing.T) {
 	}
 	if len(pays) != n || len(seen) != n {
 		t.Fatalf("%d payments over %d amounts, want %d each once: %v", len(pays), len(seen), n, seen)
+	}
+}
+
+// Who may call, at the HTTP listener of a running `toolgate mcp serve`: no
+// token or a wrong one is 401, a Host or an Origin not allowed is 403 — each
+// saying why — and a tokens file others can read is refused at start.
+func TestMCPServeRefusals(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	tokens := tokensFile(t)
+	tok := newMCPToken(t, tokens, "alice")
+	m := s.startMCPServe("mcp serve", "", tokens)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	for _, c := range []struct {
+		what        string
+		edit        func(r *http.Request)
+		code        int
+		wantInReply string
+	}{
+		{"no token", func(r *http.Request) {}, http.StatusUnauthorized, "bearer"},
+		{"a wrong token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer tg_not-a-token") }, http.StatusUnauthorized, "token"},
+		{"a foreign Host", func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Host = "evil.example:80"
+		}, http.StatusForbidden, "host"},
+		{"a foreign Origin", func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Header.Set("Origin", "https://evil.example")
+		}, http.StatusForbidden, "origin"},
+		{"the right token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }, http.StatusOK, "toolgate"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, m.url, strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		c.edit(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(strings.ToLower(string(body)), c.wantInReply) {
+			t.Errorf("%s: %d %s, want %d saying %q", c.what, resp.StatusCode, body, c.code, c.wantInReply)
+		}
+	}
+
+	if err := os.Chmod(tokens, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, waitTimeout, "mcp", "serve", "--listen", freeAddr(t), "--tokens", tokens, "--address", s.address(), "--data", t.TempDir())
+	if code == 0 || !strings.Contains(out, "chmod") {
+		t.Fatalf("mcp serve with a tokens file others can read: exit %d:\n%s", code, out)
 	}
 }
