@@ -41,7 +41,7 @@ Usage:
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
                   [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
   toolgate mcp list --mcp FILE [--json]
-  toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME] [--run NAME]) [--mcp-wait 3m]
+  toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME [--key FILE]] [--run NAME]) [--mcp-wait 3m]
                   [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [--host H]... [--origin O]...
                   [CONNECTION] [--task-queue Q] [--data DIR] [--policy FILE] [--mcp FILE] [worker's flags]
   toolgate mcp token new NAME --tokens FILE [--key FILE]
