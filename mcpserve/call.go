@@ -98,9 +98,14 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, fixed *
 	} else {
 		st, err = s.propose(waitCtx, id, in, p)
 	}
+	asked := "" // the question asked of the client's user, if any
 	for err == nil && !st.Done {
 		if st.Waiting != nil {
 			pr.set(fmt.Sprintf("call %s (%s) waits for approval: toolgate approve %s %s", st.CallID, st.Tool, id, st.CallID))
+			if q := st.Waiting.CallID + "/" + string(st.Waiting.Kind); s.opts.ElicitApprovals && q != asked && canElicit(req.Session) {
+				asked = q
+				go s.elicit(waitCtx, req.Session, id, who, *st.Waiting)
+			}
 		} else {
 			pr.set(fmt.Sprintf("call %s (%s) runs in run %s", st.CallID, st.Tool, id))
 		}

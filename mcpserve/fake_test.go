@@ -35,7 +35,8 @@ type fakeRuns struct {
 	ids       []string
 	starts    []*workflows.RunInput
 	queries   int
-	changed   chan struct{} // a call was proposed
+	decisions []workflows.DecisionInput // what Decide took
+	changed   chan struct{}             // a call was proposed
 }
 
 func newFakeRuns() *fakeRuns {
@@ -139,4 +140,25 @@ func (f *fakeRuns) proposed() ([]string, []workflows.Proposal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.ids...), append([]workflows.Proposal(nil), f.proposals...)
+}
+
+// Decide takes a decision as the run would: approve or reject a waiting call.
+func (f *fakeRuns) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+	f.mu.Lock()
+	f.decisions = append(f.decisions, in)
+	f.mu.Unlock()
+	reason := ""
+	if !approve {
+		reason = in.Reason
+	}
+	if err := f.decide(id, in.CallID, reason); err != nil {
+		return workflows.DecisionResult{}, &client.Error{Kind: client.ErrAlreadyDecided, Msg: err.Error()}
+	}
+	return workflows.DecisionResult{CallID: in.CallID, Decision: map[bool]string{true: "approved", false: "rejected"}[approve], Approver: in.Approver}, nil
+}
+
+func (f *fakeRuns) decided() []workflows.DecisionInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]workflows.DecisionInput(nil), f.decisions...)
 }

@@ -49,6 +49,8 @@ import (
 type Runs interface {
 	Propose(ctx context.Context, id string, start *workflows.RunInput, p workflows.Proposal, opts ...client.StartOption) (workflows.CallStatus, error)
 	Call(ctx context.Context, id, callID string) (workflows.CallStatus, error)
+	// Decide takes a decision asked of the client's user (ElicitApprovals).
+	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error)
 }
 
 // Defaults of Options.
@@ -91,6 +93,11 @@ type Options struct {
 	// Keys are signing keys by caller name, besides the tokens' key_file
 	// ones: the stdio caller's (toolgate mcp serve --stdio --as NAME --key FILE).
 	Keys map[string]ed25519.PrivateKey
+	// ElicitApprovals lets a client that supports MCP elicitation ask its
+	// own user to decide a call that waits (elicit.go). The operator opts
+	// in; it is refused with Policy, under which every decision is signed
+	// by an approver the policy names, which an agent's host is not.
+	ElicitApprovals bool
 	// MaxSessionsPerToken bounds the HTTP sessions one token has open
 	// (DefaultMaxSessionsPerToken).
 	MaxSessionsPerToken int
@@ -142,6 +149,10 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ElicitApprovals && o.Policy {
+		return nil, errors.New("mcp server: approvals through elicitation are refused under a policy: the agent's host is not an authenticated approver, " +
+			"and a policy takes only decisions signed by the approvers it names")
 	}
 	if o.Name == "" {
 		o.Name = "toolgate"

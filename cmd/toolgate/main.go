@@ -43,7 +43,7 @@ Usage:
   toolgate mcp list --mcp FILE [--json]
   toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME [--key FILE]] [--run NAME]) [--mcp-wait 3m]
                   [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [--host H]... [--origin O]...
-                  [CONNECTION] [--task-queue Q] [--data DIR] [--policy FILE] [--mcp FILE] [worker's flags]
+                  [--approve-by-elicitation] [CONNECTION] [--task-queue Q] [--data DIR] [--policy FILE] [--mcp FILE] [worker's flags]
   toolgate mcp token new NAME --tokens FILE [--key FILE]
   toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
                   [--as NAME --key FILE] [CONNECTION]

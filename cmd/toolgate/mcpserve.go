@@ -22,7 +22,7 @@ import (
 const mcpUsage = `usage:
   toolgate mcp list --mcp FILE [--json]
       how toolgate treats the tools of an MCP file's servers (tools it takes FROM them)
-  toolgate mcp serve --listen HOST:PORT --tokens FILE [--mcp-wait 3m] [--host H]... [--origin O]... [--max-sessions-per-token 16]
+  toolgate mcp serve --listen HOST:PORT --tokens FILE [--mcp-wait 3m] [--host H]... [--origin O]... [--max-sessions-per-token 16] [--approve-by-elicitation]
                      [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [WORKER FLAGS]
   toolgate mcp serve --stdio [--as NAME [--key FILE]] [--run NAME] [--mcp-wait 3m] [WORKER FLAGS]
       serve the worker's gated tools TO MCP clients, running the worker in-process
@@ -103,6 +103,8 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	keyFile := fs.String("key", "", "with --stdio and a worker --policy: --as NAME's signing key (toolgate keys new), so the runs start signed by NAME, their verified requester")
 	wait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "how long a tools/call stays open for a call that waits for a human")
 	hf := addMCPHTTPFlags(fs)
+	elicit := fs.Bool("approve-by-elicitation", false, "let a client that supports MCP elicitation ask its own user to approve or reject a waiting call "+
+		"(recorded as approver elicitation:NAME); refused with --policy: the agent's host is not an authenticated approver")
 	maxSessions := fs.Int("max-sessions-per-token", mcpserve.DefaultMaxSessionsPerToken, "with --listen: how many MCP sessions one token may have open at once")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -149,7 +151,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rw.stop()
-	opts := mcpServeOptions{tc: rw.client, taskQueue: *wf.tq, tools: rw.opts.Config().Tools, policy: rw.opts.Policy != nil, wait: *wait, keys: stdioKeys}
+	opts := mcpServeOptions{tc: rw.client, taskQueue: *wf.tq, tools: rw.opts.Config().Tools, policy: rw.opts.Policy != nil, wait: *wait, keys: stdioKeys, elicit: *elicit}
 	if *stdio {
 		fmt.Fprintf(c.stderr, "worker ready on %s, task queue %s; MCP on stdio as %s, run %s\n", rw.conn.Describe(), *wf.tq, *as, mcpserve.WorkflowID(*as, *runName))
 		srv, err := c.newMCPServer(opts, nil, nil)
@@ -180,6 +182,7 @@ type mcpServeOptions struct {
 	// maxSessions bounds the HTTP sessions of a token (0: the default).
 	maxSessions int
 	keys        map[string]ed25519.PrivateKey // the stdio caller's signing key
+	elicit      bool                          // --approve-by-elicitation
 }
 
 func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserve.Server, error) {
@@ -193,6 +196,7 @@ func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserv
 		Policy:              o.policy,
 		MaxSessionsPerToken: o.maxSessions,
 		Keys:                o.keys,
+		ElicitApprovals:     o.elicit,
 		Logger:              slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Name:                "toolgate",
 	})
