@@ -203,10 +203,11 @@ type caller struct {
 // the caller of all its sessions (stdio), else each request's token says.
 func (s *Server) newMCPServer(fixed *caller) (srv *mcp.Server, err error) {
 	srv = mcp.NewServer(&mcp.Implementation{Name: s.opts.Name, Version: s.opts.Version}, &mcp.ServerOptions{
-		Logger:   s.opts.Logger,
-		HasTools: true,
+		Logger:       s.opts.Logger,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		Instructions: "toolgate runs each tool call through a gate, a memo, the run and a fallback. " +
-			"A destructive tool's call waits for a human's approval; calling it again with the same arguments waits for the same call, never runs it twice.",
+			"A destructive tool's call waits for a human's approval; calling it again with the same arguments while it waits (or with the same " +
+			MetaIdempotencyKey + " in _meta, at any time) waits for the same call, and never runs it twice.",
 	})
 	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return s.callTool(ctx, req, fixed)

@@ -161,16 +161,6 @@ func (t *Tokens) Lookup(bearer string) (Entry, bool) {
 	return t.entries[found], true
 }
 
-// entry is the entry named name.
-func (t *Tokens) entry(name string) (Entry, bool) {
-	for _, e := range t.entries {
-		if e.Name == name {
-			return e, true
-		}
-	}
-	return Entry{}, false
-}
-
 // NewToken makes a token for name and stores its SHA-256 in the tokens file
 // (created 0600, with its directory 0700, if missing; an entry of the same
 // name is replaced, and its old token stops working). keyFile, if not
