@@ -200,10 +200,17 @@ func proposal(p *mcp.CallToolParamsRaw) (workflows.Proposal, error) {
 func (s *Server) startInput(id, who, runName string) (*workflows.RunInput, error) {
 	in := &workflows.RunInput{Goal: "MCP session " + who + "/" + runName, Planner: plan.Config{Kind: plan.KindExternal},
 		IdleTimeout: workflows.Duration(s.opts.IdleTimeout)}
-	if key, ok := s.keys[who]; ok && s.opts.Policy {
-		if err := client.SignStart(in, id, who, key, 0); err != nil {
-			return nil, err
-		}
+	if !s.opts.Policy {
+		return in, nil
+	}
+	key, ok := s.keys[who]
+	if !ok {
+		return nil, fmt.Errorf("refused: the worker has an approval policy, and %s has no signing key here, so its run would have no verified requester "+
+			"(the policy's rules and its self-approval rule could not hold it): give the token one with `toolgate mcp token new %s --key %s.key --tokens FILE` "+
+			"(over stdio: --as %s --key FILE), the key of an approver the policy names", who, who, who, who)
+	}
+	if err := client.SignStart(in, id, who, key, 0); err != nil {
+		return nil, err
 	}
 	return in, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ func TestSignedStartWithThePolicy(t *testing.T) {
 	}
 	if c.Approver != "carol" || c.WorkflowID != "mcp-carol-r" || c.Action != signed.ActionStart {
 		t.Errorf("claims %+v: want carol's start of mcp-carol-r", c)
+	}
+	if _, err := s.startInput("mcp-dan-r", "dan", "r"); err == nil || !strings.Contains(err.Error(), "dan has no signing key") {
+		t.Errorf("under a policy, a caller without a key: %v, want its call refused (its run would have no verified requester)", err)
 	}
 	s.opts.Policy = false
 	if in, _ := s.startInput("mcp-carol-r", "carol", "r"); in.RequestToken != "" {

@@ -304,3 +304,49 @@ func TestMCPServeRefusals(t *testing.T) {
 		t.Fatalf("mcp serve with a tokens file others can read: exit %d:\n%s", code, out)
 	}
 }
+
+// Two clients on two connections send the same refund with the same
+// idempotency key to the same run: it waits once, is approved once, pays
+// once, and both get the one payment.
+func TestMCPServeTwoClientsOneKey(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	tokens := tokensFile(t)
+	tok := newMCPToken(t, tokens, "alice")
+	m := s.startMCPServe("mcp serve", "", tokens)
+	id := mcpRunID("alice", "shared")
+	const args = `{"booking_id":"BK-2","amount_cents":700}`
+	results := make([]*mcp.CallToolResult, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		cs := mcpConnect(t, m.url, tok, "shared")
+		wg.Go(func() {
+			res, err := callTool(within(t, 2*waitTimeout), cs, "refund", args, "refund-bk2-700")
+			if err != nil {
+				t.Errorf("client %d: %v", i+1, err)
+			}
+			results[i] = res
+		})
+	}
+	s.awaitWaiting(id, "c-1")
+	outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-1")
+	if err != nil || tgclient.Refused(outs) > 0 {
+		t.Fatalf("approve: %v %v", err, outs)
+	}
+	wg.Wait()
+	if st := s.mustState(id); st.Calls != 1 {
+		t.Fatalf("the run numbered %d calls, want 1: the second proposal attaches", st.Calls)
+	}
+	for i, res := range results {
+		if res == nil || res.IsError || !strings.Contains(resultText(res), "payment_id") || res.Meta["toolgate/call_id"] != "c-1" {
+			t.Fatalf("client %d: %+v, want c-1's payment", i+1, res)
+		}
+	}
+	if resultText(results[0]) != resultText(results[1]) {
+		t.Fatalf("the clients got different results:\n%s\n%s", resultText(results[0]), resultText(results[1]))
+	}
+	pays, err := s.openDesk().Payments(context.Background(), "BK-2")
+	if err != nil || len(pays) != 1 {
+		t.Fatalf("BK-2 payments %+v %v, want exactly one", pays, err)
+	}
+}
