@@ -315,3 +315,18 @@ func TestStartForAnotherGoal(t *testing.T) {
 	assert.Contains(t, entryBy(t, rep, audit.KindStart, "dave").Problem, "signs another goal")
 	assert.Len(t, rep.Failed(), 1)
 }
+
+// The calls an external planner proposed (toolgate as an MCP server) are
+// audited like any other: the close ran with the arguments alice approved
+// by update, and the attach by key ran nothing more.
+func TestExternalPlannerFixture(t *testing.T) {
+	rep := fixture(t, "external_v5.json", nil)
+	assert.Equal(t, "fixture-external", rep.WorkflowID)
+	assert.Equal(t, []string{"unsigned update c-3 alice  approved"}, summary(rep))
+	require.Len(t, rep.Executions, 1, "one executed call that needed a decision")
+	e := rep.Executions[0]
+	assert.Equal(t, "c-3", e.CallID)
+	assert.Equal(t, "close_ticket", e.Tool)
+	assert.True(t, e.Matched, e.Problem)
+	assert.Empty(t, rep.Mismatches())
+}
