@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/toolgate/toolgate/workflows"
@@ -47,13 +49,25 @@ func (c *Client) Propose(ctx context.Context, id string, start *workflows.RunInp
 		h, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: uo})
 	}
 	if err != nil {
-		return workflows.CallStatus{}, c.classify(id, err)
+		return workflows.CallStatus{}, c.classifyProposal(id, err)
 	}
 	var st workflows.CallStatus
 	if err := h.Get(ctx, &st); err != nil {
-		return workflows.CallStatus{}, c.classify(id, err)
+		return workflows.CallStatus{}, c.classifyProposal(id, err)
 	}
 	return st, nil
+}
+
+// classifyProposal is classify, and ErrBusy for the server's limit on a
+// run's updates in flight (history.maxInFlightUpdates, 10 by default): a
+// proposal whose call runs long holds its update open, and the eleventh
+// such proposal waits its turn like one the run itself refused for now.
+func (c *Client) classifyProposal(id string, err error) error {
+	var re *serviceerror.ResourceExhausted
+	if errors.As(err, &re) && re.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT {
+		return refused(ErrBusy, fmt.Sprintf("run %s has as many updates in flight as the server allows (%s): propose the call again in a moment", id, re.Message))
+	}
+	return c.classify(id, err)
 }
 
 // Call reads how call callID, proposed to run id through Propose, stands
