@@ -37,16 +37,20 @@ func addInboxFlags(fs *flag.FlagSet, prefix, tlsPrefix string) inboxFlags {
 	}
 }
 
-// runningInbox is a served inbox.
-type runningInbox struct {
+// served is an HTTP server this process runs: the inbox, MCP.
+type served struct {
 	URL string
 	srv *http.Server
 }
 
-func (r *runningInbox) stop() {
+// stop shuts the server down, and cuts what is still open after 5 s
+// (event streams, tools/call requests waiting for a human).
+func (r *served) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = r.srv.Shutdown(ctx)
+	if err := r.srv.Shutdown(ctx); err != nil {
+		_ = r.srv.Close()
+	}
 }
 
 // isLoopback says whether host (an IP address or a name) is a loopback address.
@@ -67,7 +71,7 @@ type inboxListing struct {
 
 // serveInbox serves the approvals inbox over tc at addr. A non-loopback
 // address needs TLS (f.tlsCert and f.tlsKey) or f.insecure, which is warned about.
-func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxListing) (*runningInbox, error) {
+func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxListing) (*served, error) {
 	tls, err := c.checkInboxListen(addr, f)
 	if err != nil {
 		return nil, err
@@ -92,7 +96,7 @@ func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxLis
 	} else {
 		go func() { _ = srv.Serve(ln) }()
 	}
-	return &runningInbox{URL: scheme + "://" + ln.Addr().String() + "/", srv: srv}, nil
+	return &served{URL: scheme + "://" + ln.Addr().String() + "/", srv: srv}, nil
 }
 
 // checkInboxListen refuses a non-loopback addr without TLS or --insecure
@@ -146,7 +150,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 
 // demoInbox serves the demo's inbox on a free loopback port, stopped with
 // the stack, and says where (with a policy: which key file to load).
-func (c *cli) demoInbox(s *stack, ds *demoSigners) (*runningInbox, error) {
+func (c *cli) demoInbox(s *stack, ds *demoSigners) (*served, error) {
 	no, off := "", false
 	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{})
 	if err != nil {

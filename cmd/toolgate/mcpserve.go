@@ -219,22 +219,8 @@ func checkMCPListen(addr string, f *mcpHTTPFlags) (bool, error) {
 	return tls, nil
 }
 
-// runningMCP is MCP served over HTTP.
-type runningMCP struct {
-	URL string
-	srv *http.Server
-}
-
-func (m *runningMCP) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := m.srv.Shutdown(ctx); err != nil {
-		_ = m.srv.Close() // event streams and waiting calls stay open: cut them
-	}
-}
-
 // serveMCPHTTP serves MCP at addr (path /mcp) and says where.
-func (c *cli) serveMCPHTTP(addr, tokensFile string, o mcpServeOptions, f *mcpHTTPFlags) (*runningMCP, error) {
+func (c *cli) serveMCPHTTP(addr, tokensFile string, o mcpServeOptions, f *mcpHTTPFlags) (*served, error) {
 	tls, err := checkMCPListen(addr, f)
 	if err != nil {
 		return nil, err
@@ -248,7 +234,7 @@ func (c *cli) serveMCPHTTP(addr, tokensFile string, o mcpServeOptions, f *mcpHTT
 	if err == nil {
 		var h http.Handler
 		if h, err = srv.Handler(); err == nil {
-			m := &runningMCP{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+			m := &served{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
 			scheme := "http"
 			if tls {
 				scheme = "https"

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -45,14 +43,7 @@ func TestMCPDemoFromDev(t *testing.T) {
 			t.Fatalf("search_tickets: %v %+v", err, res)
 		}
 	}
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := callTool(within(t, 2*waitTimeout), cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
-		if err != nil {
-			t.Errorf("close_ticket: %v", err)
-		}
-		done <- res
-	}()
+	done := callAsync(t, cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
 	testenv.Eventually(t, waitTimeout, "c-3 waiting in toolgate pending", func() error {
 		out, code := runCLI(t, waitTimeout, "pending", "--address", addr)
 		if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "c-3") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
@@ -129,6 +130,39 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, name, args, key string
 		p.Meta = mcp.Meta{"toolgate/idempotency_key": key}
 	}
 	return cs.CallTool(ctx, p)
+}
+
+// callAsync calls a tool in the background (as callTool, within twice
+// waitTimeout); its result arrives on the channel, nil after an error,
+// which fails the test.
+func callAsync(t *testing.T, cs *mcp.ClientSession, name, args, key string) <-chan *mcp.CallToolResult {
+	t.Helper()
+	ctx := within(t, 2*waitTimeout)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := callTool(ctx, cs, name, args, key)
+		if err != nil {
+			t.Errorf("%s %s: %v", name, args, err)
+		}
+		done <- res
+	}()
+	return done
+}
+
+// decide approves (reason "") or rejects call callID of run id as bob, unsigned.
+func (s *stack) decide(id, callID, reason string) {
+	s.t.Helper()
+	ctx := within(s.t, rpcTimeout)
+	var outs []tgclient.Outcome
+	var err error
+	if reason == "" {
+		outs, err = s.tg.Approve(ctx, id, tgclient.As("bob"), callID)
+	} else {
+		outs, err = s.tg.Reject(ctx, id, tgclient.Decider{Approver: "bob", Text: reason}, callID)
+	}
+	if err != nil || tgclient.Refused(outs) > 0 {
+		s.t.Fatalf("deciding %s of %s: %v %v", callID, id, err, outs)
+	}
 }
 
 // resultText is the text of a tool result's content.

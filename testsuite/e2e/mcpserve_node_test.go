@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -155,9 +154,7 @@ func TestMCPServeNodeClient(t *testing.T) {
 	// A rejection: isError with the reason.
 	cmd, out = n.start("call", "close_ticket", `{"ticket_id":"TKT-4"}`)
 	s.awaitWaiting(id, "c-4")
-	if outs, err := s.tg.Reject(within(t, rpcTimeout), id, tgclient.Decider{Approver: "bob", Text: "not this one"}, "c-4"); err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("reject: %v %v", err, outs)
-	}
+	s.decide(id, "c-4", "not this one")
 	r, err = n.reply(cmd, out)
 	if err != nil || r.Result == nil || !r.Result.IsError || !strings.Contains(r.text(), "rejected by bob: not this one") {
 		t.Fatalf("close_ticket after rejection: %v %+v", err, r)
@@ -189,9 +186,7 @@ func TestMCPServeNodeClient(t *testing.T) {
 	n.url = m2.url
 	cmd, out = n.start("call", "refund", refund, "node-refund-1")
 	s.awaitWaiting(id, "c-5")
-	if outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-5"); err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("approve c-5: %v %v", err, outs)
-	}
+	s.decide(id, "c-5", "")
 	r, err = n.reply(cmd, out)
 	if err != nil || r.Result == nil || r.Result.IsError || !strings.Contains(r.text(), "payment_id") {
 		t.Fatalf("refund after the restart: %v %+v", err, r)

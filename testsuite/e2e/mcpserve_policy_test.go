@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Under a policy, an MCP client's token name is its run's verified
@@ -45,14 +43,7 @@ tools:
 	cs := mcpConnect(t, m.url, tok, "policy")
 	id := mcpRunID("alice", "policy")
 
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := callTool(within(t, 2*waitTimeout), cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
-		if err != nil {
-			t.Errorf("close_ticket: %v", err)
-		}
-		done <- res
-	}()
+	done := callAsync(t, cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
 	s.awaitWaiting(id, "c-1")
 	if st := s.mustState(id); !st.Policy || st.RequestedBy != "alice" {
 		t.Fatalf("run state policy=%v requested_by=%q, want the policy and alice (the token's name, signed)", st.Policy, st.RequestedBy)

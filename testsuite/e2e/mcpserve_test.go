@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -95,24 +94,14 @@ func checkMCPScenarios(t *testing.T, s *stack, cs *mcp.ClientSession, id string)
 		event{"c-2", "search_tickets", workflows.TraceCacheHit})
 
 	// A destructive call blocks until a human approves it.
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := callTool(within(t, 2*waitTimeout), cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
-		if err != nil {
-			t.Errorf("close_ticket: %v", err)
-		}
-		done <- res
-	}()
+	done := callAsync(t, cs, "close_ticket", `{"ticket_id":"TKT-3"}`, "")
 	s.awaitWaiting(id, "c-3")
 	select {
 	case res := <-done:
 		t.Fatalf("close_ticket returned before any approval: %+v", res)
 	default:
 	}
-	outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-3")
-	if err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("approve c-3: %v %v", err, outs)
-	}
+	s.decide(id, "c-3", "")
 	res := <-done
 	if res == nil || res.IsError || !strings.Contains(resultText(res), `"closed"`) {
 		t.Fatalf("close_ticket after approval: %+v (%s)", res, resultText(res))
@@ -122,18 +111,9 @@ func checkMCPScenarios(t *testing.T, s *stack, cs *mcp.ClientSession, id string)
 	}
 
 	// A rejection is an error result with the approver's reason.
-	go func() {
-		res, err := callTool(within(t, 2*waitTimeout), cs, "close_ticket", `{"ticket_id":"TKT-4"}`, "")
-		if err != nil {
-			t.Errorf("close_ticket TKT-4: %v", err)
-		}
-		done <- res
-	}()
+	done = callAsync(t, cs, "close_ticket", `{"ticket_id":"TKT-4"}`, "")
 	s.awaitWaiting(id, "c-4")
-	outs, err = s.tg.Reject(within(t, rpcTimeout), id, tgclient.Decider{Approver: "bob", Text: "TKT-4 is still open upstream"}, "c-4")
-	if err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("reject c-4: %v %v", err, outs)
-	}
+	s.decide(id, "c-4", "TKT-4 is still open upstream")
 	res = <-done
 	if res == nil || !res.IsError || !strings.Contains(resultText(res), "rejected by bob: TKT-4 is still open upstream") {
 		t.Fatalf("close_ticket after rejection: %+v (%s)", res, resultText(res))
@@ -172,22 +152,12 @@ func TestMCPServeKillWhileWaiting(t *testing.T) {
 
 	m2 := s.startMCPServe("mcp serve 2", m.listen, tokens)
 	cs2 := mcpConnect(t, m2.url, tok, "kill9")
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := callTool(within(t, 2*waitTimeout), cs2, "refund", args, "refund-bk2")
-		if err != nil {
-			t.Errorf("refund again: %v", err)
-		}
-		done <- res
-	}()
+	done := callAsync(t, cs2, "refund", args, "refund-bk2")
 	it := s.awaitWaiting(id, "c-1") // still c-1: the call again attached, proposed nothing new
 	if st := s.mustState(id); st.Calls != 1 {
 		t.Fatalf("run has %d calls, want 1 (the call again attaches): %+v", st.Calls, it)
 	}
-	outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-1")
-	if err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("approve: %v %v", err, outs)
-	}
+	s.decide(id, "c-1", "")
 	res := <-done
 	if res == nil || res.IsError || !strings.Contains(resultText(res), "payment_id") {
 		t.Fatalf("refund after restart and approval: %+v", res)
@@ -223,10 +193,7 @@ func TestMCPServeFiftySessions(t *testing.T) {
 	for _, i := range order {
 		id := mcpRunID("fleet", fmt.Sprintf("s%02d", i))
 		s.awaitWaiting(id, "c-1")
-		outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-1")
-		if err != nil || tgclient.Refused(outs) > 0 {
-			t.Fatalf("approve session %d: %v %v", i, err, outs)
-		}
+		s.decide(id, "c-1", "")
 	}
 	wg.Wait()
 	for i, res := range results {
@@ -329,10 +296,7 @@ func TestMCPServeTwoClientsOneKey(t *testing.T) {
 		})
 	}
 	s.awaitWaiting(id, "c-1")
-	outs, err := s.tg.Approve(within(t, rpcTimeout), id, tgclient.As("bob"), "c-1")
-	if err != nil || tgclient.Refused(outs) > 0 {
-		t.Fatalf("approve: %v %v", err, outs)
-	}
+	s.decide(id, "c-1", "")
 	wg.Wait()
 	if st := s.mustState(id); st.Calls != 1 {
 		t.Fatalf("the run numbered %d calls, want 1: the second proposal attaches", st.Calls)
