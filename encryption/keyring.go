@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/private"
@@ -195,41 +194,8 @@ func AddKey(path string) (id string, created bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	if err := writeAtomic(path, append(data, '\n')); err != nil {
+	if err := private.WriteFile(path, append(data, '\n')); err != nil {
 		return "", false, err
 	}
 	return id, created, nil
-}
-
-// writeAtomic writes data to path, mode 0600, through a temporary file in
-// path's directory renamed over it.
-func writeAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name()) // ours, just made
-		}
-	}()
-	if runtime.GOOS != "windows" {
-		if err := tmp.Chmod(0o600); err != nil { // CreateTemp makes it 0600; whatever the umask
-			return fmt.Errorf("encryption key file %s: %w", path, err)
-		}
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("encryption key file %s: %w", path, err)
-	}
-	return nil
 }

@@ -216,8 +216,8 @@ func NewToken(file, name, keyFile string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tokens file %s: %w", file, err)
 	}
-	if err := writePrivate(file, append(data, '\n')); err != nil {
-		return "", err
+	if err := private.WriteFile(file, append(data, '\n')); err != nil {
+		return "", fmt.Errorf("tokens file: %w", err)
 	}
 	return token, nil
 }
@@ -225,35 +225,4 @@ func NewToken(file, name, keyFile string) (string, error) {
 func isMissing(file string) bool {
 	_, err := os.Lstat(file)
 	return errors.Is(err, fs.ErrNotExist)
-}
-
-// writePrivate replaces file with data, 0600, through a temporary file in
-// the same directory renamed over it (a reader sees the old file or the new).
-func writePrivate(file string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
-	if err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	if err := os.Rename(f.Name(), file); err != nil {
-		return fmt.Errorf("writing tokens file %s: %w", file, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 )
 
@@ -101,3 +102,36 @@ func ReadFile(path string, max int) ([]byte, error) {
 
 // unixModes says whether files have Unix permission bits to check.
 const unixModes = runtime.GOOS != "windows" && runtime.GOOS != "plan9"
+
+// WriteFile replaces the file at path with data, mode 0600, through a
+// temporary file in the same directory, synced and renamed over it: a
+// reader sees the old file or the new one, never half of one. Errors name
+// the file.
+func WriteFile(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name()) // ours, just made
+			err = fmt.Errorf("writing %s: %w", path, err)
+		}
+	}()
+	if unixModes {
+		if err := tmp.Chmod(0o600); err != nil { // CreateTemp makes it 0600, whatever the umask; say so anyway
+			return err
+		}
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
