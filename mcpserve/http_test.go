@@ -198,3 +198,17 @@ func TestTokenNamesAreChecked(t *testing.T) {
 		t.Errorf("a token in place of its hash: %v", err)
 	}
 }
+
+// A request body past MaxRequestBytes is refused (413) before it is read
+// whole; a small one is read.
+func TestRequestBodyIsBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	hdr := map[string]string{"Authorization": "Bearer " + h.alice}
+	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", MaxRequestBytes) + `"}}`
+	if resp, body := h.raw(t, "POST", Path, hdr, big); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a %d-byte request: %d %s, want 413", len(big), resp.StatusCode, body)
+	}
+	if resp, body := h.raw(t, "POST", Path, hdr, initBody); resp.StatusCode != http.StatusOK {
+		t.Errorf("initialize: %d %s", resp.StatusCode, body)
+	}
+}

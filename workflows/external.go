@@ -130,7 +130,7 @@ func (r *run) registerExternal(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
 			p, err := r.decodeProposal(raw)
 			if err == nil {
-				err = r.checkProposal(p)
+				_, err = r.checkProposal(p)
 			}
 			return asFailure(err)
 		}})
@@ -161,27 +161,28 @@ func (r *run) decodeProposal(raw []byte) (Proposal, error) {
 	return p, nil
 }
 
-// checkProposal says whether the run can take p now (the validator's check;
-// admit makes it again when it takes p).
-func (r *run) checkProposal(p Proposal) error {
+// checkProposal says whether the run can take p now, and the call it
+// attaches to, if any (the validator's check; admit makes it again when it
+// takes p).
+func (r *run) checkProposal(p Proposal) (*ExternalCall, error) {
 	switch {
 	case r.done != "":
-		return refusal(RefusedInput, "proposal refused: run %s has ended (%s)", r.workflowID, r.done)
+		return nil, refusal(RefusedInput, "proposal refused: run %s has ended (%s)", r.workflowID, r.done)
 	case r.Ended:
-		return refusal(RefusedInput, "proposal refused: run %s was ended (the end signal); it takes no new calls", r.workflowID)
+		return nil, refusal(RefusedInput, "proposal refused: run %s was ended (the end signal); it takes no new calls", r.workflowID)
 	}
 	rec, err := r.attachable(p)
 	if err != nil || rec != nil {
-		return err
+		return rec, err
 	}
 	switch {
 	case r.parking || r.proposals >= maxProposals:
-		return refusal(RefusedBusy, "proposal refused for now: run %s is continuing as new; propose the call again in a moment", r.workflowID)
+		return nil, refusal(RefusedBusy, "proposal refused for now: run %s is continuing as new; propose the call again in a moment", r.workflowID)
 	case r.openCalls >= MaxOpenCalls:
-		return refusal(RefusedBusy, "proposal refused for now: run %s has %d calls open (running or waiting for a human), at most %d; "+
+		return nil, refusal(RefusedBusy, "proposal refused for now: run %s has %d calls open (running or waiting for a human), at most %d; "+
 			"propose it again once one has finished", r.workflowID, r.openCalls, MaxOpenCalls)
 	}
-	return nil
+	return nil, nil
 }
 
 // attachable is the call p attaches to, if any: the call its key names (of
@@ -207,11 +208,8 @@ func (r *run) attachable(p Proposal) (*ExternalCall, error) {
 // admit takes a proposal: it attaches to the call it names, or numbers a new
 // call and starts it through the four steps.
 func (r *run) admit(p Proposal) (*ExternalCall, bool, error) {
-	if err := r.checkProposal(p); err != nil {
-		return nil, false, err
-	}
-	if rec, _ := r.attachable(p); rec != nil {
-		return rec, true, nil
+	if rec, err := r.checkProposal(p); err != nil || rec != nil {
+		return rec, rec != nil, err
 	}
 	digest, _ := tool.Digest(p.Tool, p.Args) // "" for arguments that are not JSON: the call says why
 	c := r.newCall(p.Tool, p.Args)

@@ -90,6 +90,24 @@ func (s *stack) startMCPServe(name, listen, tokens string, flags ...string) *mcp
 	return m
 }
 
+// mcpStack is a stack with `toolgate mcp serve` on it and a token for who.
+type mcpStack struct {
+	*stack
+	m      *mcpServe
+	tokens string // the tokens file
+	tok    string // who's token
+}
+
+// newMCPStack starts a stack, makes who's token and serves MCP (flags: more
+// of mcp serve's).
+func newMCPStack(t *testing.T, who string, flags ...string) *mcpStack {
+	t.Helper()
+	ms := &mcpStack{stack: newStack(t), tokens: tokensFile(t)}
+	ms.tok = newMCPToken(t, ms.tokens, who)
+	ms.m = ms.startMCPServe("mcp serve", "", ms.tokens, flags...)
+	return ms
+}
+
 // headers adds a bearer token and a run name to every request.
 type headers struct {
 	token, run string

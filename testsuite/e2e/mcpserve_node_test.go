@@ -107,10 +107,8 @@ func TestMCPServeNodeClient(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("node is not on PATH: %v", err)
 	}
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "alice")
-	m := s.startMCPServe("mcp serve", "", tokens, "--mcp-wait", "1m")
+	ms := newMCPStack(t, "alice", "--mcp-wait", "1m")
+	s, m, tokens, tok := ms.stack, ms.m, ms.tokens, ms.tok
 	n := nodeClient{t: t, sdk: sdk, url: m.url, token: tok, run: "node"}
 	id := mcpRunID("alice", "node")
 

@@ -27,10 +27,8 @@ import (
 
 func TestMCPServeGoClient(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "alice")
-	m := s.startMCPServe("mcp serve", "", tokens)
+	ms := newMCPStack(t, "alice")
+	s, m, tok := ms.stack, ms.m, ms.tok
 	cs := mcpConnect(t, m.url, tok, "go-http")
 	checkMCPScenarios(t, s, cs, mcpRunID("alice", "go-http"))
 }
@@ -129,10 +127,8 @@ func checkMCPScenarios(t *testing.T, s *stack, cs *mcp.ClientSession, id string)
 // it — one side effect, and the result.
 func TestMCPServeKillWhileWaiting(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "alice")
-	m := s.startMCPServe("mcp serve 1", "", tokens)
+	ms := newMCPStack(t, "alice")
+	s, m, tokens, tok := ms.stack, ms.m, ms.tokens, ms.tok
 	id := mcpRunID("alice", "kill9")
 	const args = `{"booking_id":"BK-2","amount_cents":1500,"reason":"late check-in"}`
 	cs := mcpConnect(t, m.url, tok, "kill9")
@@ -172,10 +168,8 @@ func TestMCPServeKillWhileWaiting(t *testing.T) {
 // order: every side effect happens once, and every client gets its result.
 func TestMCPServeFiftySessions(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "fleet")
-	m := s.startMCPServe("mcp serve", "", tokens, "--mcp-wait", "3m", "--max-sessions-per-token", "64")
+	ms := newMCPStack(t, "fleet", "--mcp-wait", "3m", "--max-sessions-per-token", "64")
+	s, m, tok := ms.stack, ms.m, ms.tok
 	const n = 50
 	results := make([]*mcp.CallToolResult, n)
 	var wg sync.WaitGroup
@@ -222,10 +216,8 @@ func TestMCPServeFiftySessions(t *testing.T) {
 // saying why — and a tokens file others can read is refused at start.
 func TestMCPServeRefusals(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "alice")
-	m := s.startMCPServe("mcp serve", "", tokens)
+	ms := newMCPStack(t, "alice")
+	s, m, tokens, tok := ms.stack, ms.m, ms.tokens, ms.tok
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 	for _, c := range []struct {
 		what        string
@@ -277,10 +269,8 @@ func TestMCPServeRefusals(t *testing.T) {
 // once, and both get the one payment.
 func TestMCPServeTwoClientsOneKey(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	tokens := tokensFile(t)
-	tok := newMCPToken(t, tokens, "alice")
-	m := s.startMCPServe("mcp serve", "", tokens)
+	ms := newMCPStack(t, "alice")
+	s, m, tok := ms.stack, ms.m, ms.tok
 	id := mcpRunID("alice", "shared")
 	const args = `{"booking_id":"BK-2","amount_cents":700}`
 	results := make([]*mcp.CallToolResult, 2)

@@ -42,10 +42,7 @@ func MCPFilesystem(t testing.TB) []string {
 		msg := problem + ": the MCP tests need the MCP filesystem server, installed once (the tests never download it): " +
 			"npm install --no-audit --no-fund --prefix /tmp/mcpfs " + MCPFilesystemPackage +
 			" && export " + MCPFilesystemEnv + "=/tmp/mcpfs/node_modules/.bin/mcp-server-filesystem"
-		if os.Getenv(MCPRequireEnv) == "1" {
-			t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
-		}
-		t.Skip(msg)
+		skipUnlessRequired(t, msg)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -83,14 +80,21 @@ func MCPNodeSDK(t testing.TB) string {
 	if problem != "" {
 		msg := problem + ": the MCP server's Node.js client tests need the MCP TypeScript SDK, installed once (the tests never download it): " +
 			"npm install --no-audit --no-fund --prefix /tmp/mcpsdk " + MCPNodeSDKPackage + " && export " + MCPNodeSDKEnv + "=/tmp/mcpsdk"
-		if os.Getenv(MCPRequireEnv) == "1" {
-			t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
-		}
-		t.Skip(msg)
+		skipUnlessRequired(t, msg)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// skipUnlessRequired skips the test saying msg — or fails it, when
+// $TOOLGATE_REQUIRE_MCP is 1 (CI), where what is missing is installed.
+func skipUnlessRequired(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv(MCPRequireEnv) == "1" {
+		t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
+	}
+	t.Skip(msg)
 }
