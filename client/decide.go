@@ -93,16 +93,45 @@ func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Dec
 	return outs, nil
 }
 
+// DecideOption adjusts the update a decision is sent as.
+type DecideOption func(*sdkclient.UpdateWorkflowOptions)
+
+// WithUpdateID gives the decision's update an id. Temporal takes one update
+// per id in a run: the same decision sent again under the same id (a retry
+// after a lost answer) returns the first one's outcome and acts once.
+func WithUpdateID(id string) DecideOption {
+	return func(o *sdkclient.UpdateWorkflowOptions) { o.UpdateID = id }
+}
+
 // Decide sends one decision exactly as given (the caller binds it to the
 // args_digest it showed its approver) as an update, and waits for the run's
 // answer.
-func (c *Client) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+func (c *Client) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...DecideOption) (workflows.DecisionResult, error) {
 	name := workflows.UpdateReject
 	if approve {
 		name = workflows.UpdateApprove
 	}
-	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{in},
-		WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	return c.update(ctx, id, name, in, opts)
+}
+
+// Respond answers a waiting call in the tool's place with in.Response (the
+// update respond): the tool does not run and the planner gets the response,
+// marked as a human's. The run takes it only for a tool that is not
+// destructive, or where the policy rule that asked allows it.
+func (c *Client) Respond(ctx context.Context, id string, in workflows.DecisionInput, opts ...DecideOption) (workflows.DecisionResult, error) {
+	if len(in.Response) == 0 {
+		return workflows.DecisionResult{}, refused(ErrRefusedInput, "a response needs the answer to give in the tool's place")
+	}
+	return c.update(ctx, id, workflows.UpdateRespond, in, opts)
+}
+
+func (c *Client) update(ctx context.Context, id, name string, in workflows.DecisionInput, opts []DecideOption) (workflows.DecisionResult, error) {
+	uo := sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name, Args: []any{in},
+		WaitForStage: sdkclient.WorkflowUpdateStageCompleted}
+	for _, o := range opts {
+		o(&uo)
+	}
+	h, err := c.tc.UpdateWorkflow(ctx, uo)
 	if err != nil {
 		return workflows.DecisionResult{}, c.classify(id, err)
 	}

@@ -87,7 +87,7 @@ func (f *fake) Tool(_ context.Context, id, name string) (tool.Spec, error) {
 	return tool.Spec{Name: name, Schema: json.RawMessage(`{"type":"object","properties":{"ticket_id":{"type":"string","pattern":"^TKT-[0-9]+$"}},"required":["ticket_id"],"additionalProperties":false}`)}, nil
 }
 
-func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.DecisionInput, _ ...client.DecideOption) (workflows.DecisionResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.decided = append(f.decided, in)

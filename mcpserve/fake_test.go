@@ -143,7 +143,7 @@ func (f *fakeRuns) proposed() ([]string, []workflows.Proposal) {
 }
 
 // Decide takes a decision as the run would: approve or reject a waiting call.
-func (f *fakeRuns) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error) {
+func (f *fakeRuns) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error) {
 	f.mu.Lock()
 	f.decisions = append(f.decisions, in)
 	f.mu.Unlock()

@@ -50,7 +50,7 @@ type Runs interface {
 	Propose(ctx context.Context, id string, start *workflows.RunInput, p workflows.Proposal, opts ...client.StartOption) (workflows.CallStatus, error)
 	Call(ctx context.Context, id, callID string) (workflows.CallStatus, error)
 	// Decide takes a decision asked of the client's user (ElicitApprovals).
-	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput) (workflows.DecisionResult, error)
+	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error)
 }
 
 // Defaults of Options.

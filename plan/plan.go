@@ -85,7 +85,10 @@ const (
 	StatusCacheHit    = "cache_hit"   // answered from the memo
 	StatusBlocked     = "blocked"     // held at the gate (deny policy: refused)
 	StatusApproved    = "approved"    // a human (or the policy) said yes
+	StatusEdited      = "edited"      // a human said yes to other arguments (the call ran with those)
 	StatusRejected    = "rejected"    // a human said no; Error holds the reason
+	StatusCancelled   = "cancelled"   // a human cancelled the call: it did not run
+	StatusResponded   = "responded"   // a human answered in the tool's place: Result is theirs, the tool did not run
 	StatusExpired     = "expired"     // no decision in time: a rejection
 	StatusInterrupted = "interrupted" // the tool itself asked for a human
 	StatusError       = "error"       // failed (bad call, or the tool failed)

@@ -32,6 +32,11 @@ type Rule struct {
 	Decide    Decide     `json:"decide" yaml:"decide"`
 	Approvers *Approvers `json:"approvers,omitempty" yaml:"approvers"`
 	Shadow    bool       `json:"shadow,omitempty" yaml:"shadow"`
+	// Respond lets an approver answer a call this rule holds in the tool's
+	// place (the respond update) even though the tool is destructive: the
+	// tool then does not run. A tool that is not destructive may always be
+	// answered so.
+	Respond bool `json:"respond,omitempty" yaml:"respond"`
 }
 
 // Tool is the policy of one tool: its rules, and the approvers of an "ask"

@@ -10,6 +10,9 @@ import "time"
 const (
 	ActionApprove = "approve"
 	ActionReject  = "reject"
+	// ActionRespond answers a call in the tool's place; DataDigest names the
+	// response's SHA-256.
+	ActionRespond = "respond"
 	ActionGrant   = "grant"
 	ActionRevoke  = "revoke"
 	ActionStart   = "start"
@@ -40,7 +43,8 @@ type Claims struct {
 	// approver approves instead.
 	EditedDigest string `json:"edited_digest,omitempty"`
 	// DataDigest (approve, kind interrupt) is the hex SHA-256 of the
-	// canonical JSON of the answer the approver gives the tool (data).
+	// canonical JSON of the answer the approver gives the tool (data); for
+	// respond, of the response given in the tool's place.
 	DataDigest string `json:"data_digest,omitempty"`
 	Note       string `json:"note,omitempty"`
 	Reason     string `json:"reason,omitempty"`

@@ -20,11 +20,18 @@ const (
 
 	SignalApprove = "approve" // also an update of the same name
 	SignalReject  = "reject"  // also an update of the same name
+	SignalRespond = "respond" // also an update of the same name
 	SignalMessage = "message" // a new user turn (session runs)
 	SignalEnd     = "end"     // end a session run after its current turn
 
 	UpdateApprove = "approve"
 	UpdateReject  = "reject"
+	// UpdateRespond answers a waiting call in the tool's place: the tool does
+	// not run, and the planner gets the human's response as the call's
+	// result, marked as theirs (trace status responded). It is taken only for
+	// a tool that is not destructive, or where the policy rule that asked
+	// says "respond: true"; never to fake a side effect.
+	UpdateRespond = "respond"
 
 	QueryNext  = "next"
 	QueryState = "state"
@@ -71,6 +78,9 @@ const (
 	TraceInterrupted = plan.StatusInterrupted
 	TraceError       = plan.StatusError
 	TraceFallback    = plan.StatusFallback
+	TraceEdited      = plan.StatusEdited
+	TraceResponded   = plan.StatusResponded
+	TraceCancelled   = plan.StatusCancelled
 	// TraceShadow: a shadow rule of the policy held (recorded, not enforced).
 	TraceShadow = plan.StatusShadow
 	// TraceGrant: an approver granted a tool for the run, or revoked a grant
@@ -195,6 +205,14 @@ type DecisionInput struct {
 	// server's elicitation — with a JSON object the tool receives with the
 	// approval. Under a policy the token names its SHA-256 (data_digest).
 	Data json.RawMessage `json:"data,omitempty"`
+	// Response (respond only) is the human's answer in the tool's place: any
+	// JSON value, at most MaxResultBytes, which the planner gets as the
+	// call's result. Under a policy the token (action respond) names its
+	// SHA-256 (data_digest).
+	Response json.RawMessage `json:"response,omitempty"`
+	// Cancel (reject only): the human cancelled the call rather than said
+	// no to it (trace status cancelled); the call does not run either way.
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // Failure types of a refused decision (the ApplicationError type an approve
@@ -212,7 +230,7 @@ const (
 type DecisionResult struct {
 	CallID   string `json:"call_id"`
 	Tool     string `json:"tool"`
-	Decision string `json:"decision"` // approved | rejected | counted (a quorum not met yet)
+	Decision string `json:"decision"` // approved | rejected | cancelled | responded | counted (a quorum not met yet)
 	Approver string `json:"approver,omitempty"`
 	// ApprovedBy and Needed tell a quorum's progress.
 	ApprovedBy []string `json:"approved_by,omitempty"`
@@ -273,6 +291,8 @@ type State struct {
 	Next       []string    `json:"next"`
 	Interrupts []Interrupt `json:"interrupts"`
 	Memo       MemoStats   `json:"memo"`
+	// Queued counts the user messages received and not yet started as a turn.
+	Queued int `json:"queued,omitempty"`
 	// Calls is the number of calls numbered so far (the last call id is c-<Calls>).
 	Calls int `json:"calls"`
 	// Answer is the planner's last answer, if any.

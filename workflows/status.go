@@ -47,7 +47,7 @@ func (r *run) state() State {
 	for _, p := range r.pending {
 		interrupts = append(interrupts, p.Interrupt)
 	}
-	return State{Status: r.status(), Goal: r.in.Goal, Turn: r.Turn, Next: r.next(), Interrupts: interrupts, Memo: r.memo.stats(),
+	return State{Status: r.status(), Goal: r.in.Goal, Turn: r.Turn, Queued: len(r.Messages), Next: r.next(), Interrupts: interrupts, Memo: r.memo.stats(),
 		Calls: r.Calls, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Refused: r.Refused, TraceDropped: r.TraceDropped,
 		Policy: r.engine != nil, RequestedBy: r.RequestedBy, Grants: r.Grants}
 }
