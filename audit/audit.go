@@ -67,7 +67,8 @@ import (
 const (
 	KindStart    = signed.ActionStart   // a signed start (request_token)
 	KindApprove  = signed.ActionApprove // a signed approval
-	KindReject   = signed.ActionReject  // a signed rejection
+	KindReject   = signed.ActionReject  // a signed rejection (or cancellation)
+	KindRespond  = signed.ActionRespond // a signed answer in the tool's place
 	KindGrant    = signed.ActionGrant   // a signed grant
 	KindRevoke   = signed.ActionRevoke  // a signed revocation of a grant
 	KindRule     = "rule"               // a call allowed or denied by a rule of the policy
@@ -120,7 +121,7 @@ type Entry struct {
 // Signed says whether the entry is a signed decision (one carrying a token).
 func (e Entry) Signed() bool {
 	switch e.Kind {
-	case KindStart, KindApprove, KindReject, KindGrant, KindRevoke:
+	case KindStart, KindApprove, KindReject, KindRespond, KindGrant, KindRevoke:
 		return true
 	}
 	return false

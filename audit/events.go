@@ -256,12 +256,12 @@ type pendingToken struct {
 	in     *workflows.DecisionInput // approve and reject: the payload it came with
 }
 
-// decision makes the entry of an approve, reject, grant or revoke update or
+// decision makes the entry of an approve, reject, respond, grant or revoke update or
 // signal; it returns its index, or -1 for anything else.
 func (a *auditor) decision(at time.Time, id int64, via, name string, p *commonpb.Payloads) int {
 	e := Entry{At: at, EventID: id, Via: via, Problem: "pending"}
 	switch name {
-	case workflows.UpdateApprove, workflows.UpdateReject:
+	case workflows.UpdateApprove, workflows.UpdateReject, workflows.UpdateRespond:
 		var in workflows.DecisionInput
 		if err := decodePayload(p, &in); err != nil {
 			e.Kind, e.Problem = name, "malformed payload: "+err.Error()

@@ -211,7 +211,7 @@ func (a *auditor) traceAgrees(x *Execution) error {
 	}
 	var rec *workflows.TraceRecord
 	for i := range a.runRes.Trace {
-		if r := &a.runRes.Trace[i]; r.CallID == x.CallID && r.Status == workflows.TraceApproved {
+		if r := &a.runRes.Trace[i]; r.CallID == x.CallID && approvedStatus(r.Status) {
 			rec = r
 		}
 	}
@@ -250,7 +250,7 @@ func (a *auditor) localExecutions(specs map[string]tool.Spec) {
 			switch r.Status {
 			case workflows.TraceInterrupted:
 				interrupted[r.CallID] = true
-			case workflows.TraceApproved:
+			case workflows.TraceApproved, workflows.TraceEdited:
 				ap := &tool.Approval{Approver: r.Approver, Kind: tool.ApprovedAtGate}
 				if interrupted[r.CallID] {
 					ap.Kind = tool.ApprovedInterrupt

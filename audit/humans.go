@@ -218,9 +218,15 @@ func (a *auditor) originalArgs(callID string) json.RawMessage {
 		return nil
 	}
 	for _, r := range a.runRes.Trace {
-		if r.CallID == callID && r.Status == workflows.TraceApproved && len(r.OriginalArgs) > 0 {
+		if r.CallID == callID && approvedStatus(r.Status) && len(r.OriginalArgs) > 0 {
 			return r.OriginalArgs
 		}
 	}
 	return nil
+}
+
+// approvedStatus: a trace record of a call a human (or the run) said yes to,
+// with its own arguments (approved) or edited ones (edited, rules version 6).
+func approvedStatus(status string) bool {
+	return status == workflows.TraceApproved || status == workflows.TraceEdited
 }

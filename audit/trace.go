@@ -24,7 +24,8 @@ func (a *auditor) trace() {
 		}
 		toolOf[r.CallID] = r.Tool
 		switch r.Status {
-		case workflows.TraceBlocked, workflows.TraceApproved, workflows.TraceRejected:
+		case workflows.TraceBlocked, workflows.TraceApproved, workflows.TraceEdited, workflows.TraceRejected,
+			workflows.TraceCancelled, workflows.TraceResponded:
 			if r.Rule != "" {
 				ruleOf[r.CallID] = r.Rule
 			}
@@ -33,7 +34,7 @@ func (a *auditor) trace() {
 	for i := range a.rep.Entries {
 		e := &a.rep.Entries[i]
 		switch e.Kind {
-		case KindApprove, KindReject, KindUnsigned:
+		case KindApprove, KindReject, KindRespond, KindUnsigned:
 			e.Rule, e.Tool = ruleOf[e.CallID], toolOf[e.CallID]
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	sdkclient "go.temporal.io/sdk/client"
 
+	"github.com/toolgate/toolgate/signed"
+
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -29,6 +31,9 @@ type Decider struct {
 	// Data (approve, one call held by the tool's own question) answers what
 	// the tool asked: an MCP server's elicitation.
 	Data json.RawMessage
+	// Cancel (reject) cancels the calls rather than says no to them: the
+	// trace and the planner say "cancelled".
+	Cancel bool
 }
 
 // As is a Decider with a name and no note.
@@ -51,30 +56,47 @@ type Outcome struct {
 // before it takes it. Outcomes are in callIDs' order; a refused one has Err
 // set (typed: ErrUnknownCall, ErrAlreadyDecided, ErrDigestMismatch …).
 func (c *Client) Approve(ctx context.Context, id string, who Decider, callIDs ...string) ([]Outcome, error) {
-	return c.decideAll(ctx, id, true, who, callIDs)
+	return c.decideAll(ctx, id, signed.ActionApprove, who, callIDs, nil)
 }
 
 // Reject rejects the named waiting calls of run id, as Approve approves
 // them; who.Text is the reason the planner is told.
 func (c *Client) Reject(ctx context.Context, id string, who Decider, callIDs ...string) ([]Outcome, error) {
-	return c.decideAll(ctx, id, false, who, callIDs)
+	return c.decideAll(ctx, id, signed.ActionReject, who, callIDs, nil)
 }
 
-func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Decider, callIDs []string) ([]Outcome, error) {
+// RespondTo answers one waiting call of run id in its tool's place with
+// response, bound to the args_digest the state shows, as Approve binds an
+// approval; who.Text is a note kept with it. The tool does not run, and the
+// planner gets the response as a human's. The run takes it only for a tool
+// that is not destructive, or where the policy rule that asked allows it.
+func (c *Client) RespondTo(ctx context.Context, id string, who Decider, callID string, response json.RawMessage) (Outcome, error) {
+	outs, err := c.decideAll(ctx, id, signed.ActionRespond, who, []string{callID}, response)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return outs[0], nil
+}
+
+func (c *Client) decideAll(ctx context.Context, id, action string, who Decider, callIDs []string, response json.RawMessage) ([]Outcome, error) {
 	st, err := c.State(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	approve := action == signed.ActionApprove
 	if (len(who.EditedArgs) > 0 || len(who.Data) > 0) && (!approve || len(callIDs) != 1) {
 		return nil, refused(ErrRefusedInput, "edited arguments and data approve exactly one call")
 	}
+	if who.Cancel && action != signed.ActionReject {
+		return nil, refused(ErrRefusedInput, "cancel goes with a rejection")
+	}
 	outs := make([]Outcome, len(callIDs))
 	for i, callID := range callIDs {
-		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs, Data: who.Data}
-		if approve {
-			in.Note = who.Text
+		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs, Data: who.Data, Response: response}
+		if action == signed.ActionReject {
+			in.Reason, in.Cancel = who.Text, who.Cancel
 		} else {
-			in.Reason = who.Text
+			in.Note = who.Text
 		}
 		outs[i].CallID = callID
 		for _, it := range st.Interrupts {
@@ -84,11 +106,15 @@ func (c *Client) decideAll(ctx context.Context, id string, approve bool, who Dec
 			}
 		}
 		if who.Key != nil {
-			if in.Token, outs[i].Err = signDecision(id, approve, who, outs[i].Interrupt, in); outs[i].Err != nil {
+			if in.Token, outs[i].Err = signDecision(id, action, who, outs[i].Interrupt, in); outs[i].Err != nil {
 				continue
 			}
 		}
-		outs[i].Result, outs[i].Err = c.Decide(ctx, id, approve, in)
+		if action == signed.ActionRespond {
+			outs[i].Result, outs[i].Err = c.Respond(ctx, id, in)
+		} else {
+			outs[i].Result, outs[i].Err = c.Decide(ctx, id, approve, in)
+		}
 	}
 	return outs, nil
 }

@@ -27,13 +27,9 @@ func claims(approver, id, action string, validFor time.Duration) signed.Claims {
 }
 
 // signDecision signs who's decision on the interrupt it was bound to.
-func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, in workflows.DecisionInput) (string, error) {
+func signDecision(id, action string, who Decider, it workflows.Interrupt, in workflows.DecisionInput) (string, error) {
 	if it.CallID == "" {
 		return "", refused(ErrAlreadyDecided, fmt.Sprintf("call %s is not waiting for a decision in run %s: nothing to sign", in.CallID, id))
-	}
-	action := signed.ActionReject
-	if approve {
-		action = signed.ActionApprove
 	}
 	c := claims(who.Approver, id, action, who.ValidFor)
 	c.CallID, c.ArgsDigest, c.Note, c.Reason = in.CallID, in.ArgsDigest, in.Note, in.Reason
@@ -45,10 +41,13 @@ func signDecision(id string, approve bool, who Decider, it workflows.Interrupt, 
 		}
 		c.EditedDigest = d
 	}
-	if len(in.Data) > 0 {
-		d, err := workflows.DataDigest(in.Data)
+	for what, v := range map[string]json.RawMessage{"data": in.Data, "response": in.Response} {
+		if len(v) == 0 {
+			continue
+		}
+		d, err := workflows.DataDigest(v)
 		if err != nil {
-			return "", refused(ErrRefusedInput, fmt.Sprintf("data: %v", err))
+			return "", refused(ErrRefusedInput, fmt.Sprintf("%s: %v", what, err))
 		}
 		c.DataDigest = d
 	}

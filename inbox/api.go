@@ -142,7 +142,7 @@ func jsonText(raw json.RawMessage) string {
 // Decision is the body of POST /api/decide.
 type Decision struct {
 	Run      string `json:"run"`
-	Decision string `json:"decision"` // approve | reject
+	Decision string `json:"decision"` // approve | reject | respond
 	workflows.DecisionInput
 }
 
@@ -175,7 +175,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := h.b.Decide(ctx, d.Run, d.Decision == "approve", d.DecisionInput)
+	var res workflows.DecisionResult
+	if d.Decision == "respond" {
+		res, err = h.b.Respond(ctx, d.Run, d.DecisionInput)
+	} else {
+		res, err = h.b.Decide(ctx, d.Run, d.Decision == "approve", d.DecisionInput)
+	}
 	if err != nil {
 		writeDecideError(w, fmt.Errorf("%s %s of run %s: %w", d.Decision, d.CallID, d.Run, err))
 		return
@@ -222,8 +227,14 @@ func (d Decision) check() string {
 	switch {
 	case d.Run == "" || d.CallID == "":
 		return "a decision names its run and call_id"
-	case d.Decision != "approve" && d.Decision != "reject":
-		return fmt.Sprintf("decision %q: want approve or reject", d.Decision)
+	case d.Decision != "approve" && d.Decision != "reject" && d.Decision != "respond":
+		return fmt.Sprintf("decision %q: want approve, reject or respond", d.Decision)
+	case d.Decision == "respond" && len(d.Response) == 0:
+		return "respond needs response: the answer the planner gets in the tool's place"
+	case d.Decision != "respond" && len(d.Response) > 0:
+		return "a response goes with respond only"
+	case d.Decision == "respond" && len(d.EditedArgs) > 0:
+		return "edited arguments go with an approval only"
 	case d.ArgsDigest == "":
 		return "a decision is bound to the args_digest the page showed: it has none"
 	case d.Decision == "reject" && strings.TrimSpace(d.Reason) == "" && d.Token == "":

@@ -50,6 +50,7 @@ type Backend interface {
 	Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error)
 	State(ctx context.Context, id string) (workflows.State, error)
 	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error)
+	Respond(ctx context.Context, id string, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error)
 	Tool(ctx context.Context, id, name string) (tool.Spec, error)
 }
 

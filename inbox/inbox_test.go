@@ -32,6 +32,7 @@ type fake struct {
 	traces    map[string][]workflows.TraceRecord
 	decideErr error
 	decided   []workflows.DecisionInput
+	responded []workflows.DecisionInput
 	asked     []client.PendingOptions
 }
 
@@ -99,6 +100,13 @@ func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.D
 		d = "approved"
 	}
 	return workflows.DecisionResult{CallID: in.CallID, Tool: "close_ticket", Decision: d, Approver: in.Approver}, nil
+}
+
+func (f *fake) Respond(_ context.Context, id string, in workflows.DecisionInput, _ ...client.DecideOption) (workflows.DecisionResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.responded = append(f.responded, in)
+	return workflows.DecisionResult{CallID: in.CallID, Tool: "lookup", Decision: workflows.TraceResponded, Approver: in.Approver}, nil
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -325,11 +333,30 @@ func TestDecideRefusals(t *testing.T) {
 		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","extra":1}`:                                          http.StatusBadRequest,
 		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","edited_args":{"a":1,"a":2}}`:                        http.StatusBadRequest,
 		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","note":"` + strings.Repeat("x", MaxBodyBytes) + `"}`: http.StatusRequestEntityTooLarge,
+		`{"run":"run-a","decision":"respond","call_id":"c-1","args_digest":"d"}`:                                                    http.StatusBadRequest, // no response
+		`{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d","response":{"ok":true}}`:                             http.StatusBadRequest,
+		`{"run":"run-a","decision":"respond","call_id":"c-1","args_digest":"d","response":1,"edited_args":{"a":1}}`:                 http.StatusBadRequest,
 	} {
 		code, out := post(t, srv, body, good(srv))
 		assert.Equal(t, want, code, "%.120s: %v", body, out)
 	}
 	assert.Empty(t, f.decided)
+	assert.Empty(t, f.responded)
+}
+
+// An answer in the tool's place is sent as the respond update, bound to the
+// digest the page showed.
+func TestRespondIsSentAsRespond(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	code, out := post(t, srv, `{"run":"run-a","decision":"respond","call_id":"c-1","args_digest":"d-c-1","kind":"interrupt","approver":"alice","response":{"rows":[]}}`, good(srv))
+	require.Equal(t, http.StatusOK, code, out)
+	assert.Equal(t, workflows.TraceResponded, out["decision"])
+	assert.Empty(t, f.decided)
+	require.Len(t, f.responded, 1)
+	assert.Equal(t, "d-c-1", f.responded[0].ArgsDigest)
+	assert.JSONEq(t, `{"rows":[]}`, string(f.responded[0].Response))
 }
 
 // A Host the inbox does not know (a DNS-rebinding page) is refused.

@@ -101,7 +101,7 @@ type run struct {
 //	                new with its pending calls
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 5
+	versionCurrent  = 6
 )
 
 // Versions of versionChangeID.
@@ -111,6 +111,10 @@ const (
 	versionTrust        workflow.Version = 3
 	versionPolicy       workflow.Version = 4
 	versionTrust2       workflow.Version = 5
+	// versionOutcomes: a decision's outcome is said exactly — edited,
+	// cancelled and responded besides approved, rejected and expired — and
+	// the planner is told "not executed: …" for a call a human stopped.
+	versionOutcomes workflow.Version = 6
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -23,6 +23,8 @@ type pending struct {
 	proposed policy.Approvers // who might decide the call as proposed: an edit never needs fewer
 	notes    []string         // the approvals' notes
 	data     json.RawMessage  // the approvals' answer to the tool's question (interrupts)
+	response json.RawMessage  // a human's answer in the tool's place (respond)
+	cancel   bool             // the rejection cancels the call
 	decided  bool
 	by       string         // who decided
 	approval *tool.Approval // set when approved
@@ -79,13 +81,24 @@ func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approv
 			msg += fmt.Sprintf(" (%d of %d approvals: %s)", len(p.ApprovedBy), p.need.Count, strings.Join(p.ApprovedBy, ", "))
 		}
 		r.record(*c, TraceRecord{Status: TraceExpired, Reason: msg, Rule: p.Rule})
-		return nil, &outcome{Status: TraceExpired, Error: msg}
+		return nil, &outcome{Status: TraceExpired, Error: r.notExecuted(msg)}
+	case p.response != nil:
+		r.record(*c, TraceRecord{Status: TraceResponded, Approver: p.by, Reason: p.reason, Rule: p.Rule, Result: p.response})
+		return nil, &outcome{Status: TraceResponded, Result: p.response, Note: respondedNote(p)}
 	case p.approval == nil:
-		r.record(*c, TraceRecord{Status: TraceRejected, Approver: p.by, Reason: p.reason, Rule: p.Rule})
-		return nil, &outcome{Status: TraceRejected, Error: fmt.Sprintf("rejected by %s: %s", p.by, p.reason)}
+		status := TraceRejected
+		if p.cancel {
+			status = TraceCancelled
+		}
+		r.record(*c, TraceRecord{Status: status, Approver: p.by, Reason: p.reason, Rule: p.Rule})
+		return nil, &outcome{Status: status, Error: r.notExecuted(fmt.Sprintf("%s by %s: %s", status, p.by, p.reason))}
 	default:
 		c.Args = p.CallArgs // an approver's edit, if they made one
-		r.record(*c, TraceRecord{Status: TraceApproved, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs})
+		status := TraceApproved
+		if p.OriginalArgs != nil && r.version >= versionOutcomes {
+			status = TraceEdited
+		}
+		r.record(*c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs})
 		return p.approval, nil
 	}
 }
@@ -123,9 +136,13 @@ func (r *run) dropPending(p *pending) {
 
 // validateDecision says why a decision cannot apply, or which pending call it
 // decides and how.
-func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling, error) {
+func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, error) {
+	approve := v == verbApprove
 	if in.CallID == "" {
 		return nil, ruling{}, refusal(RefusedDecision, "call_id is empty")
+	}
+	if err := r.checkVerb(in, v); err != nil {
+		return nil, ruling{}, err
 	}
 	if !r.ready && len(r.pending) > 0 && r.version >= versionTrust2 { // calls a continued run took up
 		return nil, ruling{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the decision again")
@@ -134,10 +151,10 @@ func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling
 		if p.CallID != in.CallID || p.decided {
 			continue
 		}
-		d := ruling{approve: approve, by: in.Approver, note: in.Note, reason: in.Reason}
+		d := ruling{approve: approve, verb: v, by: in.Approver, note: in.Note, reason: in.Reason, cancel: in.Cancel}
 		if r.engine != nil {
 			var err error
-			if d, err = r.verifyDecision(p, &in, approve); err != nil {
+			if d, err = r.verifyDecision(p, &in, v); err != nil {
 				return nil, ruling{}, err
 			}
 		}
@@ -164,8 +181,15 @@ func (r *run) validateDecision(in DecisionInput, approve bool) (*pending, ruling
 				return nil, ruling{}, err
 			}
 			d.data = data
-		} else if d.dataDigest != "" {
+		} else if d.dataDigest != "" && v != verbRespond {
 			return nil, ruling{}, refusal(RefusedDecision, "%s's token answers with data: send it as data", d.by)
+		}
+		if v == verbRespond {
+			resp, err := r.checkResponse(p, in.Response, d)
+			if err != nil {
+				return nil, ruling{}, err
+			}
+			d.response = resp
 		}
 		return p, d, nil
 	}
@@ -211,8 +235,9 @@ func (r *run) notWaiting(id string) error {
 
 // decide applies an approval (approve) or a rejection to a pending call. One
 // rejection decides it; approvals decide it once a quorum of them is in.
-func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
-	p, d, err := r.validateDecision(in, approve)
+func (r *run) decide(v verb, in DecisionInput) (DecisionResult, error) {
+	approve := v == verbApprove
+	p, d, err := r.validateDecision(in, v)
 	if err != nil {
 		return DecisionResult{}, err
 	}
@@ -222,13 +247,22 @@ func (r *run) decide(approve bool, in DecisionInput) (DecisionResult, error) {
 		approver = "(unnamed)"
 	}
 	res := DecisionResult{CallID: p.CallID, Tool: p.Tool, Approver: approver}
+	if v == verbRespond {
+		p.decided, p.by, p.response = true, approver, d.response
+		p.reason = clip(strings.TrimSpace(d.note), MaxTextBytes)
+		res.Decision = TraceResponded
+		return res, nil
+	}
 	if !approve {
-		p.decided, p.by = true, approver
+		p.decided, p.by, p.cancel = true, approver, d.cancel
 		p.reason = clip(strings.TrimSpace(d.reason), MaxTextBytes)
 		if p.reason == "" {
 			p.reason = "no reason given"
 		}
 		res.Decision = TraceRejected
+		if d.cancel {
+			res.Decision = TraceCancelled
+		}
 		return res, nil
 	}
 	if d.edit != nil {

@@ -134,6 +134,9 @@ type ruling struct {
 	edit             *edit
 	dataDigest       string          // the token's data_digest
 	data             json.RawMessage // canonical: the answer to the tool's question
+	verb             verb
+	response         json.RawMessage // canonical: the answer given in the tool's place (respond)
+	cancel           bool            // a rejection that cancels the call
 }
 
 // edit is an approver's replacement for a call's arguments, checked.
@@ -146,7 +149,7 @@ type edit struct {
 // verifyDecision checks a signed decision on p and returns the ruling it
 // makes: the token's approver, note and reason, bound to this run, this call,
 // this action and the arguments the approver saw.
-func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (ruling, error) {
+func (r *run) verifyDecision(p *pending, in *DecisionInput, v verb) (ruling, error) {
 	if len(in.Token) > signed.MaxTokenBytes {
 		return ruling{}, refusal(RefusedUnauthorized, "token refused: %d bytes, at most %d", len(in.Token), signed.MaxTokenBytes)
 	}
@@ -154,11 +157,7 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (rulin
 	if err != nil {
 		return ruling{}, err
 	}
-	action := signed.ActionReject
-	if approve {
-		action = signed.ActionApprove
-	}
-	if err := r.checkTarget(c, action); err != nil {
+	if err := r.checkTarget(c, string(v)); err != nil {
 		return ruling{}, err
 	}
 	switch {
@@ -177,7 +176,7 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, approve bool) (rulin
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
-	return ruling{token: in.Token, claims: c, approve: approve, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
+	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not

@@ -136,7 +136,7 @@ func TestExternalRejection(t *testing.T) {
 		st := f.call("c-1")
 		require.True(t, st.Done)
 		require.Equal(t, workflows.TraceRejected, st.Status)
-		require.Equal(t, "rejected by bob: wrong ticket", st.Error)
+		require.Equal(t, "not executed: rejected by bob: wrong ticket", st.Error)
 		f.env.SignalWorkflow(workflows.SignalEnd, nil)
 	})
 	res := f.run(external())

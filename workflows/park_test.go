@@ -94,7 +94,7 @@ func TestWaitingRunContinuesAsNew(t *testing.T) {
 	for _, rec := range res.Trace {
 		last = append(last, rec.CallID+" "+rec.Status)
 	}
-	require.Subset(t, last, []string{"c-1 blocked", "c-1 approved", "c-1 ok", "c-5 blocked", "c-5 approved", "c-5 ok",
+	require.Subset(t, last, []string{"c-1 blocked", "c-1 edited", "c-1 ok", "c-5 blocked", "c-5 approved", "c-5 ok",
 		"c-3 interrupted", "c-3 approved", "c-3 ok", "c-4 ok"})
 	// The planner was told every outcome of the step, the parked ones too.
 	told := map[string]plan.Entry{}

@@ -412,7 +412,8 @@ func TestEditThenApprove(t *testing.T) {
 	}
 	var approved workflows.TraceRecord
 	for _, rec := range res.Trace {
-		if rec.Status == workflows.TraceApproved {
+		require.NotEqual(t, workflows.TraceApproved, rec.Status, "an edit is recorded as edited, not approved")
+		if rec.Status == workflows.TraceEdited {
 			approved = rec
 		}
 	}

@@ -36,9 +36,9 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		return err
 	}
 	for _, u := range []struct {
-		name    string
-		approve bool
-	}{{UpdateApprove, true}, {UpdateReject, false}} {
+		name string
+		verb verb
+	}{{UpdateApprove, verbApprove}, {UpdateReject, verbReject}, {UpdateRespond, verbRespond}} {
 		// The payload is taken raw and decoded strictly: a typo such as
 		// "args_digset" or a key given twice is refused, never skipped.
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
@@ -47,13 +47,13 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 				if err != nil {
 					return DecisionResult{}, asFailure(err)
 				}
-				res, err := r.decide(u.approve, in)
+				res, err := r.decide(u.verb, in)
 				return res, asFailure(err)
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
 				in, err := r.decodeDecision(raw)
 				if err == nil {
-					_, _, err = r.validateDecision(in, u.approve)
+					_, _, err = r.validateDecision(in, u.verb)
 				}
 				return asFailure(err)
 			}})
@@ -93,7 +93,7 @@ func (r *run) listen(ctx workflow.Context) {
 // names within a task): a rejection before an approval, so when both arrive
 // for one call at once the call is rejected and the approval is refused.
 func signalOrder() []string {
-	return []string{SignalReject, SignalApprove, SignalMessage, SignalEnd}
+	return []string{SignalReject, SignalRespond, SignalApprove, SignalMessage, SignalEnd}
 }
 
 // drain applies every signal delivered but not yet applied — those of names
@@ -128,13 +128,13 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 		return
 	}
 	switch name {
-	case SignalApprove, SignalReject:
+	case SignalApprove, SignalReject, SignalRespond:
 		in, err := r.decodeDecision(raw)
 		if err != nil {
 			refuse("", err)
 			return
 		}
-		if _, err := r.decide(name == SignalApprove, in); err != nil {
+		if _, err := r.decide(verb(name), in); err != nil {
 			refuse(in.CallID, err)
 		}
 	case SignalMessage:

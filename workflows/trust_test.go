@@ -298,7 +298,7 @@ func TestStraySignalsAreRefusedVisibly(t *testing.T) {
 		require.Equal(t, workflows.SignalMessage, refused[0].Signal)
 		require.Contains(t, refused[0].Error, "this run is not a session")
 		require.Equal(t, "aprove", refused[1].Signal)
-		require.Contains(t, refused[1].Error, `signal "aprove" is unknown: AgentRun takes reject, approve, message, end`)
+		require.Contains(t, refused[1].Error, `signal "aprove" is unknown: AgentRun takes reject, respond, approve, message, end`)
 		f.approve("c-1")
 	})
 	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))

@@ -162,6 +162,9 @@ func outcomeText(e plan.Entry) string {
 	return text
 }
 
+// notExecuted starts what a planner is told of a call a human stopped.
+const notExecuted = "not executed: "
+
 func outcomeWords(e plan.Entry) string {
 	result := strings.TrimSpace(string(e.Result))
 	withResult := func(words string) string {
@@ -176,13 +179,19 @@ func outcomeWords(e plan.Entry) string {
 		return withResult("the call succeeded")
 	case plan.StatusCacheHit:
 		return withResult("the call succeeded; the result came from the memo (the same call was made earlier in this session)")
-	case plan.StatusRejected:
+	case plan.StatusRejected, plan.StatusCancelled, plan.StatusExpired:
+		// What a human decided, as the run says it ("not executed: rejected
+		// by bob: wrong ticket"); runs of rules version 5 and earlier say it
+		// without "not executed: ".
 		if reason == "" {
-			reason = "no reason given"
+			reason = e.Status + ": no reason given"
 		}
-		return "a human rejected this call: " + reason + "\nDo not propose it again with the same arguments."
-	case plan.StatusExpired:
-		return "no human decision came in time; treated as rejected\nDo not propose it again with the same arguments."
+		if !strings.HasPrefix(reason, notExecuted) {
+			reason = notExecuted + reason
+		}
+		return reason
+	case plan.StatusResponded: // the note (outcomeText) says who answered
+		return "the tool did not run; the human's answer in its place:\n" + result
 	case plan.StatusError:
 		if reason == "" {
 			reason = "no error message"
@@ -190,7 +199,7 @@ func outcomeWords(e plan.Entry) string {
 		return "the call failed: " + reason
 	case plan.StatusBlocked:
 		if strings.HasPrefix(reason, plan.DeniedByRule) {
-			return "the call was blocked: " + reason + "\nDo not propose it again with the same arguments."
+			return "the call was blocked: " + reason
 		}
 		s := "the call was blocked: this run does not allow destructive calls"
 		if reason != "" {

@@ -559,8 +559,8 @@ func TestTranscriptRendersOutcomesAsToolMessages(t *testing.T) {
 				{ID: "c-3", Tool: "close_ticket", Args: json.RawMessage(`{"ticket_id":"T-1041"}`)},
 				{ID: "c-4", Tool: "close_ticket", Args: json.RawMessage(`{"ticket_id":"T-1042"}`)},
 			}},
-			{Role: plan.RoleTool, CallID: "c-3", Tool: "close_ticket", Status: "rejected", Error: "wrong ticket, keep T-1041 open"},
-			{Role: plan.RoleTool, CallID: "c-4", Tool: "close_ticket", Status: "expired", Error: "approval timed out after 24h"},
+			{Role: plan.RoleTool, CallID: "c-3", Tool: "close_ticket", Status: "rejected", Error: "not executed: rejected by bob: wrong ticket, keep T-1041 open"},
+			{Role: plan.RoleTool, CallID: "c-4", Tool: "close_ticket", Status: "expired", Error: "no decision within 24h0m0s: treated as rejected"},
 			{Role: plan.RoleAssistant, Text: "Nothing was closed: the reviewer rejected T-1041 and T-1042 got no decision."},
 			{Role: plan.RoleUser, Text: "also check billing"},
 			{Role: plan.RoleAssistant, Calls: []tool.Call{
@@ -603,9 +603,9 @@ func TestTranscriptRendersOutcomesAsToolMessages(t *testing.T) {
 	assert.Contains(t, m[4].text(t), `[{"id":"T-1041"},{"id":"T-1042"}]`)
 
 	assert.Equal(t, "c-3", m[6].ToolCallID)
-	assert.True(t, strings.HasPrefix(m[6].text(t), "a human rejected this call: wrong ticket, keep T-1041 open"), m[6].text(t))
+	assert.Equal(t, "not executed: rejected by bob: wrong ticket, keep T-1041 open", m[6].text(t), "said as the run says it")
 	assert.Equal(t, "c-4", m[7].ToolCallID)
-	assert.True(t, strings.HasPrefix(m[7].text(t), "no human decision came in time; treated as rejected"), m[7].text(t))
+	assert.Equal(t, "not executed: no decision within 24h0m0s: treated as rejected", m[7].text(t), "a run before rules version 6 says it without \"not executed\"")
 
 	assert.Equal(t, "Nothing was closed: the reviewer rejected T-1041 and T-1042 got no decision.", m[8].text(t))
 	assert.Empty(t, m[8].ToolCalls)

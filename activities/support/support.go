@@ -140,9 +140,10 @@ type outcome struct {
 	Args json.RawMessage
 }
 
-// succeeded: the call produced a result (run now or served by the memo).
+// succeeded: the call produced a result (run now, served by the memo, or
+// given by a human in the tool's place).
 func succeeded(e plan.Entry) bool {
-	return e.Status == plan.StatusOK || e.Status == plan.StatusCacheHit
+	return e.Status == plan.StatusOK || e.Status == plan.StatusCacheHit || e.Status == plan.StatusResponded
 }
 
 // searchesFor returns the results of this turn's successful searches for
@@ -198,6 +199,10 @@ func closeAnswer(t ticket, e plan.Entry) string {
 		return fmt.Sprintf("Closed %s.", describe(t))
 	case plan.StatusRejected:
 		return fmt.Sprintf("I did not close %s: the reviewer said no (%s).", describe(t), reason(e))
+	case plan.StatusCancelled:
+		return fmt.Sprintf("I did not close %s: the request was cancelled (%s).", describe(t), reason(e))
+	case plan.StatusResponded:
+		return fmt.Sprintf("I did not close %s: %s, answering %s.", describe(t), strings.TrimPrefix(e.Note, "not executed: "), strings.TrimSpace(string(e.Result)))
 	case plan.StatusExpired:
 		return fmt.Sprintf("I did not close %s: nobody approved it in time (%s).", describe(t), reason(e))
 	case plan.StatusBlocked:

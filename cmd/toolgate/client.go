@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
@@ -200,8 +201,14 @@ func (c *cli) approve(ctx context.Context, args []string) error {
 	return c.decide(ctx, "approve", args)
 }
 
-// reject is `toolgate reject ID CALL_ID... --reason TEXT`.
+// reject is `toolgate reject ID CALL_ID... --reason TEXT [--cancel]`.
 func (c *cli) reject(ctx context.Context, args []string) error { return c.decide(ctx, "reject", args) }
+
+// respond is `toolgate respond ID CALL_ID --response JSON`: an answer in
+// the tool's place.
+func (c *cli) respond(ctx context.Context, args []string) error {
+	return c.decide(ctx, "respond", args)
+}
 
 // decide sends one update per call id, each bound to the arguments the
 // operator is shown (the interrupt's args_digest), and reports each answer.
@@ -210,12 +217,18 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	cn := c.connFlags(fs)
 	as := fs.String("as", envOr("USER", "operator"), "who decides (kept in the trace; with --key, an approver of the worker's policy)")
 	keyFile := fs.String("key", "", "sign the decision with this private key (toolgate keys new); a worker with a policy takes no other")
-	note := fs.String("note", "", "a note kept with the approval")
+	note := fs.String("note", "", "a note kept with the approval (or the response)")
 	reason := fs.String("reason", "", "why (required for reject; the planner receives it)")
-	var edited, data *string
-	if name == "approve" {
+	var edited, data, response *string
+	var cancel *bool
+	switch name {
+	case "approve":
 		edited = fs.String("args", "", "approve the call with these arguments (a JSON object) instead: checked against the tool's schema and the policy's rules")
 		data = fs.String("data", "", "answer what the tool asked (an MCP server's elicitation, kind interrupt) with this JSON object")
+	case "reject":
+		cancel = fs.Bool("cancel", false, "cancel the calls rather than say no to them (the trace and the planner say \"cancelled\")")
+	case "respond":
+		response = fs.String("response", "", "the answer (JSON) the planner gets in the tool's place: the tool does not run (only for a tool that is not destructive, or where a policy rule says respond: true)")
 	}
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -223,6 +236,9 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	}
 	if len(pos) < 2 {
 		return fmt.Errorf("%s needs a run id and at least one call id", name)
+	}
+	if name == "respond" {
+		return c.sendResponse(ctx, cn, pos, *as, *keyFile, *note, *response)
 	}
 	who := tgclient.Decider{Approver: *as, Text: *note}
 	if *keyFile != "" {
@@ -235,7 +251,7 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		if strings.TrimSpace(*reason) == "" {
 			return errors.New("reject needs --reason: the planner is told why")
 		}
-		who.Text, decide = *reason, (*tgclient.Client).Reject
+		who.Text, who.Cancel, decide = *reason, *cancel, (*tgclient.Client).Reject
 	} else if *edited != "" {
 		if len(pos) != 2 {
 			return errors.New("approve --args edits one call: name exactly one call id")
@@ -260,6 +276,38 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.reportDecisions(name, outs)
+}
+
+// sendResponse answers one call in its tool's place.
+func (c *cli) sendResponse(ctx context.Context, cn *connect.Settings, pos []string, as, keyFile, note, response string) error {
+	if len(pos) != 2 {
+		return errors.New("respond answers one call: name a run id and exactly one call id")
+	}
+	if strings.TrimSpace(response) == "" || !json.Valid([]byte(response)) {
+		return fmt.Errorf("respond needs --response with valid JSON (the answer in the tool's place); got %q", oneLine(response))
+	}
+	who := tgclient.Decider{Approver: as, Text: note}
+	if keyFile != "" {
+		var err error
+		if who.Key, err = signed.ReadPrivateKey(keyFile); err != nil {
+			return err
+		}
+	}
+	tc, _, err := c.dial(ctx, cn)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	out, err := tgclient.New(tc).RespondTo(ctx, pos[0], who, pos[1], json.RawMessage(response))
+	if err != nil {
+		return err
+	}
+	return c.reportDecisions("respond", []tgclient.Outcome{out})
+}
+
+// reportDecisions prints what became of each decision, and fails if any was refused.
+func (c *cli) reportDecisions(name string, outs []tgclient.Outcome) error {
 	for _, o := range outs {
 		if it := o.Interrupt; it.CallID != "" {
 			fmt.Fprintf(c.stdout, "%s %s: %s %s\n", name, oneLine(it.CallID), oneLine(it.Tool), oneLineBytes(it.CallArgs))

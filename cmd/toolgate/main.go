@@ -49,7 +49,8 @@ Usage:
                   [--as NAME --key FILE] [CONNECTION]
   toolgate status|next|trace ID [--json] [CONNECTION]
   toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON] [CONNECTION]
-  toolgate reject  ID CALL_ID... --reason TEXT [--as NAME [--key FILE]] [CONNECTION]
+  toolgate reject  ID CALL_ID... --reason TEXT [--cancel] [--as NAME [--key FILE]] [CONNECTION]
+  toolgate respond ID CALL_ID --response JSON [--note TEXT] [--as NAME [--key FILE]] [CONNECTION]
   toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION] [CONNECTION]
   toolgate revoke  ID GRANT_ID --as NAME --key FILE [CONNECTION]
   toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s] [CONNECTION]
@@ -116,7 +117,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmds := map[string]func(context.Context, []string) error{
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
-		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
+		"approve": c.approve, "reject": c.reject, "respond": c.respond,
+		"pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 		"codec-server": c.codecServer,
 	}

@@ -214,7 +214,7 @@
       if (!/^-?[1-9][0-9]{0,18}$/.test(c.asked)) throw new Error('asked is not an integer');
       out.push('"asked":' + c.asked);
     }
-    for (const k of ['edited_digest', 'note', 'reason']) if (c[k]) str(k, c[k]);
+    for (const k of ['edited_digest', 'data_digest', 'note', 'reason']) if (c[k]) str(k, c[k]);
     int('iat', c.iat); int('exp', c.exp);
     return '{' + out.join(',') + '}';
   }
@@ -357,25 +357,36 @@
     q('.approve').addEventListener('click', () => decide(el, c, true, null));
     q('.reject').addEventListener('click', () => decide(el, c, false, null));
     q('.approve-edited').addEventListener('click', () => decide(el, c, true, q('.edited').value));
+    q('.respond-send').addEventListener('click', () => decide(el, c, 'respond', q('.response').value));
     el._call = c;
     return el;
   }
 
+  // decide sends approve (approve true; editedText: edited arguments),
+  // reject (false) or respond ('respond'; editedText: the answer in the
+  // tool's place, any JSON value).
   async function decide(el, c, approve, editedText) {
     const msg = el.querySelector('.msg');
     const note = el.querySelector('.note').value.trim();
     const reason = el.querySelector('.why').value.trim();
+    const respond = approve === 'respond';
     if (!approve && !reason) return say(msg, 'A rejection needs a reason: the planner is told it.', 'bad');
     const name = signer ? signer.name : $('name').value.trim() || 'inbox';
-    const body = { run: c.run, decision: approve ? 'approve' : 'reject', call_id: c.call_id,
+    const body = { run: c.run, decision: respond ? 'respond' : approve ? 'approve' : 'reject', call_id: c.call_id,
       approver: name, args_digest: el.dataset.digest, kind: c.kind };
     if (approve && note) body.note = note;
     if (!approve) body.reason = reason;
     const buttons = el.querySelectorAll('button');
     buttons.forEach((b) => { b.disabled = true; });
     try {
-      let edited = '', editedJSON = '';
-      if (editedText != null) {
+      let edited = '', editedJSON = '', responseJSON = '', responded = '';
+      if (respond) {
+        let tree;
+        try { tree = parseJSON(editedText); } catch (e) { throw new Error('the answer is not JSON: ' + e.message); }
+        responseJSON = canonicalTree(tree); // exact: never through a double
+        const sum = await crypto.subtle.digest('SHA-256', enc.encode(responseJSON));
+        responded = Array.from(new Uint8Array(sum), (b) => b.toString(16).padStart(2, '0')).join('');
+      } else if (editedText != null) {
         let tree;
         try { tree = parseJSON(editedText); } catch (e) { throw new Error('the edited arguments are not JSON: ' + e.message); }
         if (tree.t !== 'obj') throw new Error('the edited arguments must be a JSON object');
@@ -386,12 +397,13 @@
         if (!signer) throw new Error('this run is under an approval policy: load your signing key above first');
         const now = Math.floor(Date.now() / 1000);
         body.token = await signToken(signer.key, { sub: name, wid: c.run, act: body.decision, call: c.call_id,
-          digest: body.args_digest, kind: c.kind, asked: c.asked, edited_digest: edited,
+          digest: body.args_digest, kind: c.kind, asked: c.asked, edited_digest: edited, data_digest: responded,
           note: body.note, reason: body.reason, iat: now, exp: now + VALID_S });
       }
       say(msg, 'sending…');
       let payload = JSON.stringify(body);
       if (editedJSON) payload = payload.slice(0, -1) + ',"edited_args":' + editedJSON + '}';
+      if (responseJSON) payload = payload.slice(0, -1) + ',"response":' + responseJSON + '}';
       const resp = await fetch('/api/decide', { method: 'POST', credentials: 'same-origin',
         headers: { 'Content-Type': 'application/json', 'X-Toolgate-Inbox': '1' }, body: payload });
       const out = await resp.json().catch(() => ({ error: 'HTTP ' + resp.status }));
