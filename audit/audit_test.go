@@ -330,3 +330,48 @@ func TestExternalPlannerFixture(t *testing.T) {
 	assert.True(t, e.Matched, e.Problem)
 	assert.Empty(t, rep.Mismatches())
 }
+
+// Every outcome a human decision has (rules version 6) is listed, signed and
+// verified: answers in the tool's place (respond, one of a destructive tool
+// a rule allows), a cancellation, and an edit whose close ran with the
+// edited arguments.
+func TestOutcomesFixture(t *testing.T) {
+	rep := fixture(t, "outcomes_v6.json", nil)
+	requireAllVerified(t, rep)
+	assert.Equal(t, 6, rep.Version)
+	assert.ElementsMatch(t, []string{
+		"respond update c-1 alice ask-archive responded",
+		"reject update c-2 alice  cancelled",
+		"respond update c-3 alice answer-tkt-5 responded",
+		"approve update c-4 alice  approved",
+	}, summary(rep))
+	require.Len(t, rep.Executions, 1, "only the edited close ran")
+	e := rep.Executions[0]
+	assert.Equal(t, "c-4", e.CallID)
+	assert.True(t, e.Matched, e.Problem)
+}
+
+// The run's own record of an edited call must agree with what ran: a trace
+// whose edited record names other arguments than the executed close's is a
+// mismatch.
+func TestEditedRecordMustAgreeWithWhatRan(t *testing.T) {
+	file := edit(t, "outcomes_v6.json", func(h *historypb.History) {
+		ev := h.Events[len(h.Events)-1].GetWorkflowExecutionCompletedEventAttributes()
+		require.NotNil(t, ev, "the fixture's last event is its completion")
+		p := ev.GetResult().GetPayloads()[0]
+		var res workflows.RunResult
+		require.NoError(t, json.Unmarshal(p.Data, &res))
+		found := false
+		for i, r := range res.Trace {
+			if r.CallID == "c-4" && r.Status == workflows.TraceEdited {
+				res.Trace[i].Args, found = json.RawMessage(`{"ticket_id":"TKT-4"}`), true
+			}
+		}
+		require.True(t, found, "the fixture records c-4 as edited")
+		p.Data, _ = json.Marshal(res)
+	})
+	rep, err := audit.File(file, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Mismatches(), 1)
+	assert.Contains(t, rep.Mismatches()[0].Problem, "the run's trace records c-4 approved (by alice) with other arguments")
+}

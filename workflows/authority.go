@@ -176,7 +176,7 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, v verb) (ruling, err
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
-	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
+	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, cancel: in.Cancel, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not

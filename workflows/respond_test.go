@@ -125,19 +125,24 @@ func TestPolicyRuleAllowsRespond(t *testing.T) {
 			c.DataDigest = sha256Hex(string(canon))
 		}
 	}
-	var wrongDigest, asApproval, good *updateOutcome
+	var wrongDigest, asApproval, good, cancel *updateOutcome
 	f.at(time.Minute, func() {
+		cancel = s.decide(f, "alice", signed.ActionReject, "c-2", func(c *signed.Claims, in *workflows.DecisionInput) { in.Cancel = true })
 		wrongDigest = s.decide(f, "alice", signed.ActionRespond, "c-1", respondWith(`{"closed":true}`))
 		asApproval = s.decide(f, "alice", signed.ActionApprove, "c-1", func(c *signed.Claims, in *workflows.DecisionInput) {
 			in.Response = []byte(response)
 		})
 	})
 	f.at(2*time.Minute, func() { good = s.decide(f, "alice", signed.ActionRespond, "c-1", respondWith(response)) })
-	out := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
+	out := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`), call("close_ticket", `{"ticket_id":"TKT-4"}`))))
+	require.NoError(t, cancel.err)
+	require.Equal(t, workflows.TraceCancelled, cancel.result.Decision, "a signed rejection cancels too")
 	require.ErrorContains(t, wrongDigest.err, "signs a response with digest")
 	require.ErrorContains(t, asApproval.err, "response goes with the respond update")
 	require.NoError(t, good.err)
 	require.Zero(t, f.desk.count("close_ticket"), "answered in its place: never run")
-	require.Equal(t, []string{"c-1:close_ticket:blocked", "c-1:close_ticket:responded"}, statuses(out.Trace))
-	require.Equal(t, "answer-closes", out.Trace[1].Rule)
+	require.ElementsMatch(t, []string{"c-1:close_ticket:blocked", "c-2:close_ticket:blocked", "c-2:close_ticket:cancelled", "c-1:close_ticket:responded"}, statuses(out.Trace))
+	for _, rec := range out.Trace {
+		require.Equal(t, "answer-closes", rec.Rule)
+	}
 }

@@ -444,6 +444,7 @@ var flows = []flow{
 		approvers: []string{"bob", "grant:carol"},
 		edited:    "c-1",
 	},
+	outcomesFlow(),
 }
 
 // record runs one flow on a worker of its own (its own desk database under
@@ -543,7 +544,7 @@ func check(f flow, res workflows.RunResult) error {
 	}
 	var approvers []string
 	for _, r := range res.Trace {
-		if r.Status == workflows.TraceApproved {
+		if r.Status == workflows.TraceApproved || r.Status == workflows.TraceEdited {
 			approvers = append(approvers, r.Approver)
 			if r.CallID == f.edited && len(r.OriginalArgs) == 0 {
 				return fmt.Errorf("call %s was approved without original_args: the edit is not in the trace", r.CallID)

@@ -26,7 +26,12 @@ approvers:
   carol: {key: "%s", roles: [finance]}
   dave:  {key: "%s", roles: [ops]}
 tools:
+  search_tickets:
+    rules:
+      - {id: ask-archive, when: "args.query == 'archive'", decide: ask, approvers: {roles: [support]}}
   close_ticket:
+    rules:
+      - {id: answer-tkt-5, when: "args.ticket_id == 'TKT-5'", decide: ask, approvers: {roles: [support]}, respond: true}
     approvers: {roles: [support]}
   refund:
     rules:
@@ -111,4 +116,65 @@ func wantDecision(res workflows.DecisionResult, err error, decision string) erro
 
 func refund(booking string, cents int, extra string) tool.Proposal {
 	return proposal("refund", fmt.Sprintf(`{"booking_id":%q,"amount_cents":%d%s}`, booking, cents, extra))
+}
+
+// outcomesFlow is every outcome a human decision has from rules version 6
+// (the policy_* flows' policy): one step of four calls, each decided
+// signed by alice — a read answered in the tool's place (respond), a close
+// cancelled, a close answered in its place by a rule that allows it, and a
+// close approved with edited arguments.
+func outcomesFlow() flow {
+	return flow{
+		name: "outcomes",
+		in: workflows.RunInput{Goal: "answer, cancel and edit", Planner: scripted("decided", []tool.Proposal{
+			proposal("search_tickets", `{"query":"archive"}`),
+			proposal("close_ticket", `{"ticket_id":"TKT-1"}`),
+			proposal("close_ticket", `{"ticket_id":"TKT-5"}`),
+			proposal("close_ticket", `{"ticket_id":"TKT-2"}`),
+		})},
+		policy: true,
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			tg := tgclient.New(cl)
+			alice := tgclient.Decider{Approver: "alice", Key: s.keys["alice"], Text: "answered from the archive"}
+			for _, c := range []struct {
+				call, want string
+				send       func() (tgclient.Outcome, error)
+			}{
+				{"c-1", workflows.TraceResponded, func() (tgclient.Outcome, error) {
+					return tg.RespondTo(ctx, id, alice, "c-1", json.RawMessage(`{"tickets":[]}`))
+				}},
+				{"c-2", workflows.TraceCancelled, func() (tgclient.Outcome, error) {
+					who := alice
+					who.Text, who.Cancel = "the customer withdrew", true
+					outs, err := tg.Reject(ctx, id, who, "c-2")
+					if err != nil {
+						return tgclient.Outcome{}, err
+					}
+					return outs[0], nil
+				}},
+				{"c-3", workflows.TraceResponded, func() (tgclient.Outcome, error) {
+					return tg.RespondTo(ctx, id, alice, "c-3", json.RawMessage(`{"closed":false,"handled":"by phone"}`))
+				}},
+			} {
+				if _, err := waitPending(ctx, cl, id, c.call, workflows.KindGate); err != nil {
+					return err
+				}
+				out, err := c.send()
+				if err == nil {
+					err = out.Err
+				}
+				if err := wantDecision(out.Result, err, c.want); err != nil {
+					return err
+				}
+			}
+			res, err := s.decideSigned(ctx, cl, id, "c-4", signed.ActionApprove, "alice", json.RawMessage(`{"ticket_id":"TKT-3"}`))
+			return wantDecision(res, err, workflows.TraceApproved)
+		},
+		status:    workflows.StatusCompleted,
+		unordered: true, // the four calls run side by side
+		trace: []string{"c-1 blocked", "c-2 blocked", "c-3 blocked", "c-4 blocked",
+			"c-1 responded", "c-2 cancelled", "c-3 responded", "c-4 edited", "c-4 ok"},
+		approvers: []string{"alice"},
+		edited:    "c-4",
+	}
 }
