@@ -843,3 +843,12 @@ func TestConcurrentPlans(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 8, len(f.requests()))
 }
+
+// The model is told what a human decided as the run says it: a response in
+// the tool's place (whose, and the answer), a cancellation.
+func TestOutcomeWordsOfHumanDecisions(t *testing.T) {
+	responded := outcomeText(plan.Entry{Status: plan.StatusResponded, Result: json.RawMessage(`{"rows":[]}`), Note: "not executed: alice answered in the tool's place"})
+	assert.Equal(t, "not executed: alice answered in the tool's place\nthe tool did not run; the human's answer in its place:\n{\"rows\":[]}", responded)
+	cancelled := outcomeText(plan.Entry{Status: plan.StatusCancelled, Error: "not executed: cancelled by bob: the user left"})
+	assert.Equal(t, "not executed: cancelled by bob: the user left", cancelled)
+}

@@ -139,6 +139,27 @@ func TestAnswersExpiredWithReason(t *testing.T) {
 	assert.Contains(t, d.Answer, "approval expired after 24h0m0s")
 }
 
+func TestAnswersCancelled(t *testing.T) {
+	tr := confirmed().called("close_ticket", `{"ticket_id":"TKT-3"}`, "cancelled", "", "not executed: cancelled by bob: the user left")
+	d := decide(t, goal, tr)
+	assert.Empty(t, d.Calls, "a cancellation is final")
+	assert.Contains(t, d.Answer, "did not close TKT-3")
+	assert.Contains(t, d.Answer, "cancelled")
+	assert.Contains(t, d.Answer, "the user left")
+}
+
+// A close a human answered in the tool's place did not close anything, and
+// the answer says whose answer it was.
+func TestAnswersRespondedClose(t *testing.T) {
+	tr := confirmed().called("close_ticket", `{"ticket_id":"TKT-3"}`, "responded", `{"closed":false}`, "")
+	tr.entries[len(tr.entries)-1].Note = "not executed: alice answered in the tool's place"
+	d := decide(t, goal, tr)
+	assert.Empty(t, d.Calls)
+	assert.Contains(t, d.Answer, "did not close TKT-3")
+	assert.Contains(t, d.Answer, "alice answered in the tool's place")
+	assert.NotContains(t, d.Answer, "Closed")
+}
+
 func TestAnswersCloseError(t *testing.T) {
 	tr := confirmed().called("close_ticket", `{"ticket_id":"TKT-3"}`, "error", "", "ticket TKT-3 not found")
 	d := decide(t, goal, tr)
