@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,5 +177,21 @@ func TestNewRefusesWhatItCannotServe(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) took it", o)
 		}
+	}
+}
+
+// TestABodyOfUnknownLengthIsCutAtMaxBodyBytes: a chunked body names no
+// Content-Length; it is read up to the bound.
+func TestABodyOfUnknownLengthIsCutAtMaxBodyBytes(t *testing.T) {
+	f, _ := deskFake()
+	h := newHandler(t, f)
+	body := `{"threadId":"t1","runId":"r","messages":[],"state":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	req := httptest.NewRequest(http.MethodPost, "http://example.test"+Path, io.NopCloser(strings.NewReader(body)))
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 413 || !strings.Contains(rec.Body.String(), "more than") {
+		t.Fatalf("%d %s", rec.Code, rec.Body.String())
 	}
 }

@@ -347,8 +347,15 @@ func TestAStreamEndsAfterMaxStream(t *testing.T) {
 	f := newFake()
 	f.onStart = func(r *fakeRun) {}
 	h := newHandler(t, f, func(o *Options) { o.MaxStream = 20 * time.Millisecond })
-	evs := events(t, post(t, h, input("t1", []json.RawMessage{userMsg("u1", goal)})))
-	if types(evs) != "RUN_STARTED RUN_ERROR" || last(evs).str("code") != "stream_timeout" {
-		t.Fatalf("%s %v", types(evs), last(evs))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- post(t, h, input("t1", []json.RawMessage{userMsg("u1", goal)})) }()
+	select {
+	case rec := <-done:
+		evs := events(t, rec)
+		if types(evs) != "RUN_STARTED RUN_ERROR" || last(evs).str("code") != "stream_timeout" {
+			t.Fatalf("%s %v", types(evs), last(evs))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream is still open after MaxStream")
 	}
 }
