@@ -195,3 +195,17 @@ func TestABodyOfUnknownLengthIsCutAtMaxBodyBytes(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
 	}
 }
+
+func TestGuardKeepsAPageBehindTheHostCheck(t *testing.T) {
+	h := newHandler(t, newFake())
+	page := h.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "page") }))
+	for host, want := range map[string]int{"example.test": 200, "evil.test": 403} {
+		req := httptest.NewRequest(http.MethodGet, "http://example.test/", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		page.ServeHTTP(rec, req)
+		if rec.Code != want || (want == 200) != (rec.Body.String() == "page") {
+			t.Errorf("host %s: %d %q", host, rec.Code, rec.Body.String())
+		}
+	}
+}
