@@ -270,7 +270,13 @@
         return problem(said, `the edited arguments are not JSON: ${err.message}`);
       }
       if (v === null || typeof v !== 'object' || Array.isArray(v)) return problem(said, 'the edited arguments must be a JSON object');
-      answer(it, c, said, { approved: true, editedArgs: v }, 'approved with edited arguments');
+      let same = false;
+      try {
+        same = canonical(v) === canonical(JSON.parse(args));
+      } catch (err) { /* the shown arguments are not JSON: an edit */ }
+      // Unchanged arguments are an approval: the run refuses an "edit" to the call's own arguments.
+      if (same) answer(it, c, said, { approved: true }, 'approved (arguments unchanged)');
+      else answer(it, c, said, { approved: true, editedArgs: v }, 'approved with edited arguments');
     });
 
     const r1 = el('div', 'row'), r2 = el('div', 'row'), r3 = el('div', 'row');
@@ -280,6 +286,15 @@
     c.append(head, el('div', 'message', it.message || it.reason || ''), el('pre', 'args', args),
       el('p', 'meta', meta.join(' · ')), r1, r2, edited, r3, said);
     return c;
+  }
+
+  // canonical is JSON text with object keys sorted, to compare two values.
+  function canonical(v) {
+    if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+    if (v !== null && typeof v === 'object') {
+      return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+    }
+    return JSON.stringify(v);
   }
 
   function problem(said, text) {
