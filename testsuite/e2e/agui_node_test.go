@@ -14,21 +14,24 @@ import (
 // close, which describes exactly the waiting call; a resume approves it, and
 // the stream brings the result and the answer. The same resume sent again —
 // by the same client, and by a second client that never saw the first
-// answer (a retry after a lost response) — acts once. Every stream passes
-// the client's own verification.
+// answer (a retry after a lost response) — acts once, and another answer
+// to the decided interrupt is refused. Every stream passes the client's own
+// verification.
 func TestAGUINodeClientOnDev(t *testing.T) {
 	t.Parallel()
 	needAGUIClient(t)
 	d := startAGUIDev(t)
+	nodeWalkthrough(t, d.stack, d.url)
+}
+
+// nodeWalkthrough is TestAGUINodeClientOnDev's walk-through on the endpoint
+// at url, whose runs s's server and worker hold.
+func nodeWalkthrough(t *testing.T, d *stack, url string) {
+	t.Helper()
 	const thread = "node-dev-1"
 	id := aguiThreadRun(thread)
 
-	steps := runAGUINode(t, aguiScript{URL: d.url, ThreadID: thread, Steps: []aguiStepIn{
-		say("find the login ticket and close it"),
-		resumeWith(approveIt("#0")),
-		resumeWith(approveIt("#0")), // the same resume again, from a client that has the answer
-	}})
-	first, second, again := steps[0], steps[1], steps[2]
+	first := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Steps: []aguiStepIn{say("find the login ticket and close it")}})[0]
 
 	// The message: two reads and a close, the close waits.
 	mustPass(t, "the message", first, "interrupt")
@@ -59,6 +62,12 @@ func TestAGUINodeClientOnDev(t *testing.T) {
 	if tk := d.ticket("TKT-3"); tk.Status != "open" {
 		t.Fatalf("TKT-3 is %s before any approval", tk.Status)
 	}
+
+	// The same client (its thread as it kept it) resumes, then sends the same
+	// resume again once it has the answer.
+	resume := resumeWith(approveIt(first.Outcome.Interrupts[0].ID))
+	steps := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{resume, resume}})
+	second, again := steps[0], steps[1]
 
 	// The resume: the close runs, its result and the answer arrive; no call
 	// the client already knows is started again.
@@ -91,7 +100,7 @@ func TestAGUINodeClientOnDev(t *testing.T) {
 	// A second client, with the thread as it was at the interrupt (it never
 	// got the first resume's answer), sends the same resume: the same result
 	// and answer, and still one close.
-	retry := runAGUINode(t, aguiScript{URL: d.url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{
+	retry := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{
 		resumeWith(approveIt(first.Outcome.Interrupts[0].ID)),
 	}})[0]
 	mustPass(t, "the resume retried by another client", retry, "success")
@@ -105,7 +114,16 @@ func TestAGUINodeClientOnDev(t *testing.T) {
 		t.Fatalf("the retried resume's answer: %q", retry.text())
 	}
 
+	// Another answer to the decided interrupt is refused: c-3 was approved.
+	other := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{
+		resumeWith(rejectIt(first.Outcome.Interrupts[0].ID, "changed my mind")),
+	}})[0]
+	mustRefuse(t, "a rejection of the approved interrupt", other, "")
+
 	trace := d.mustTrace(id)
+	if countStatus(trace, "c-3", workflows.TraceRejected) != 0 {
+		t.Fatalf("c-3 rejected after its approval: trace %v", events(trace))
+	}
 	if countStatus(trace, "c-3", workflows.TraceApproved) != 1 || countStatus(trace, "c-3", workflows.TraceOK) != 1 {
 		t.Fatalf("c-3 approved and run once? trace %v", events(trace))
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,7 +34,14 @@ func TestAGUIPageInChromium(t *testing.T) {
 		t.Fatalf("GET %s/: %s, CSP %q", d.base, resp.Status, resp.Header.Get("Content-Security-Policy"))
 	}
 
-	browse(t, ctx, "open the chat", chromedp.Navigate(d.base+"/"))
+	pageWalkthrough(t, ctx, d.stack, d.base)
+}
+
+// pageWalkthrough is TestAGUIPageInChromium's walk-through on the page at
+// base (and its endpoint, base/agui), whose runs s's server and worker hold.
+func pageWalkthrough(t *testing.T, ctx context.Context, d *stack, base string) {
+	t.Helper()
+	browse(t, ctx, "open the chat", chromedp.Navigate(base+"/"))
 	thread := read(t, ctx, "the page's thread", chromedp.Evaluate[string](`window.toolgateChat.threadId`))
 	id := aguiThreadRun(thread)
 
