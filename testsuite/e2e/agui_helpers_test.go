@@ -134,9 +134,8 @@ type aguiScript struct {
 // aguiStepIn is one runAgent: a user message and/or a resume. An interrupt
 // id "#N" is the N-th interrupt of the latest interrupt outcome.
 type aguiStepIn struct {
-	Message         *string      `json:"message,omitempty"`
-	Resume          []aguiResume `json:"resume,omitempty"`
-	SkipClientCheck bool         `json:"skipClientCheck,omitempty"`
+	Message *string      `json:"message,omitempty"`
+	Resume  []aguiResume `json:"resume,omitempty"`
 }
 
 type aguiResume struct {
@@ -329,7 +328,7 @@ func mustPass(t *testing.T, what string, st aguiStep, want string) {
 		t.Fatalf("%s: the AG-UI client failed: %s\n%s", what, st.Error, st)
 	}
 	if st.Outcome == nil || st.Outcome.Type != want {
-		t.Fatalf("%s: outcome %+v, want %s\n%s", what, st.Outcome, want, st)
+		t.Fatalf("%s: outcome %s, want %s\n%s", what, mustJSON(t, st.Outcome), want, st)
 	}
 	if ty := st.types(); len(ty) < 2 || ty[0] != "RUN_STARTED" || ty[len(ty)-1] != "RUN_FINISHED" {
 		t.Fatalf("%s: events %v: want RUN_STARTED first and RUN_FINISHED last", what, ty)
@@ -349,7 +348,7 @@ func mustRefuse(t *testing.T, what string, st aguiStep, want string) {
 		t.Fatalf("%s: the AG-UI client failed: %s\n%s", what, st.Error, st)
 	}
 	if st.Outcome == nil || st.Outcome.Type != "error" || !strings.Contains(st.Outcome.Message, want) {
-		t.Fatalf("%s: outcome %+v, want a RUN_ERROR saying %q\n%s", what, st.Outcome, want, st)
+		t.Fatalf("%s: outcome %s, want a RUN_ERROR saying %q\n%s", what, mustJSON(t, st.Outcome), want, st)
 	}
 	if n := len(st.of("RUN_FINISHED")); n != 0 {
 		t.Fatalf("%s: a refused request finished the run too (%d RUN_FINISHED)", what, n)
@@ -395,7 +394,7 @@ func checkInterrupt(t *testing.T, got aguiInterrupt, want workflows.Interrupt) {
 	if got.ID != interruptID(want) || got.Reason != "tool_call" || got.ToolCallID != want.CallID ||
 		got.Metadata.Tool != want.Tool || got.Metadata.Kind != string(want.Kind) ||
 		strings.TrimPrefix(got.Metadata.ArgsDigest, "sha256:") != want.ArgsDigest {
-		t.Fatalf("interrupt %+v does not describe the waiting call %+v (want id %s)", got, want, interruptID(want))
+		t.Fatalf("interrupt %s does not describe the waiting call %s (want id %s)", mustJSON(t, got), mustJSON(t, want), interruptID(want))
 	}
 	if !jsonEqual(got.Metadata.CallArgs, want.CallArgs) {
 		t.Fatalf("interrupt %s: call_args %s, the run's %s", got.ID, got.Metadata.CallArgs, want.CallArgs)

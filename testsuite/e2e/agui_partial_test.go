@@ -54,19 +54,14 @@ func TestAGUIPartialResumeRefused(t *testing.T) {
 	id := aguiThreadRun(thread)
 
 	const unknown = "c-9:gate:0123456789abcdef"
-	steps := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Steps: []aguiStepIn{
-		say("close TKT-3 and TKT-4"),
-		{Resume: []aguiResume{approveIt("#0")}, SkipClientCheck: true},
-		{Resume: []aguiResume{approveIt("#0"), approveIt("#0")}, SkipClientCheck: true},
-		{Resume: []aguiResume{approveIt("#0"), approveIt("#1"), approveIt(unknown)}, SkipClientCheck: true},
-	}})
-	mustPass(t, "the message", steps[0], "interrupt")
+	first := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Steps: []aguiStepIn{say("close TKT-3 and TKT-4")}})[0]
+	mustPass(t, "the message", first, "interrupt")
 	st := s.mustState(id)
-	if len(st.Interrupts) != 2 || len(steps[0].Outcome.Interrupts) != 2 {
-		t.Fatalf("want two waiting calls and two interrupts: run %+v, outcome %+v", st.Interrupts, steps[0].Outcome)
+	if len(st.Interrupts) != 2 || len(first.Outcome.Interrupts) != 2 {
+		t.Fatalf("want two waiting calls and two interrupts: run %s, outcome %s", mustJSON(t, st.Interrupts), first)
 	}
 	byCall := map[string]aguiInterrupt{}
-	for _, it := range steps[0].Outcome.Interrupts {
+	for _, it := range first.Outcome.Interrupts {
 		byCall[it.ToolCallID] = it
 	}
 	var closeIt, keepIt aguiInterrupt // TKT-3's close, TKT-4's
@@ -79,9 +74,17 @@ func TestAGUIPartialResumeRefused(t *testing.T) {
 		}
 	}
 
-	mustRefuse(t, "a resume answering one of two interrupts", steps[1], "partial resume")
-	mustRefuseAny(t, "a resume answering one interrupt twice", steps[2], "once")
-	mustRefuseAny(t, "a resume naming an unknown interrupt", steps[3], unknown)
+	// A new HttpAgent holding the thread's messages (not the interrupts:
+	// HttpAgent checks a resume against those of its own last run only)
+	// sends each resume; the endpoint refuses them.
+	refused := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{
+		resumeWith(approveIt(closeIt.ID)),
+		resumeWith(approveIt(closeIt.ID), approveIt(closeIt.ID)),
+		resumeWith(approveIt(closeIt.ID), approveIt(keepIt.ID), approveIt(unknown)),
+	}})
+	mustRefuse(t, "a resume answering one of two interrupts", refused[0], "partial resume")
+	mustRefuseAny(t, "a resume answering one interrupt twice", refused[1], "once")
+	mustRefuseAny(t, "a resume naming an unknown interrupt", refused[2], unknown)
 	after := s.mustState(id)
 	if after.Status != workflows.StatusWaitingForApproval || len(after.Interrupts) != 2 {
 		t.Fatalf("a refused resume changed the run: %+v", after)
@@ -98,7 +101,7 @@ func TestAGUIPartialResumeRefused(t *testing.T) {
 	}
 
 	// Both answered: one approved, one rejected with a reason.
-	done := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: steps[0].Messages, Steps: []aguiStepIn{
+	done := runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{
 		resumeWith(approveIt(closeIt.ID), rejectIt(keepIt.ID, "wrong ticket")),
 	}})[0]
 	mustPass(t, "the resume answering both", done, "success")

@@ -9,16 +9,15 @@
 //    "steps": [
 //      {"message": "close the login ticket"},                         // a user message, then runAgent
 //      {"resume": [{"interruptId": "#0", "status": "resolved", "payload": {"approved": true}}]},
-//      {"resume": [...], "skipClientCheck": true},                    // see below
 //      {}                                                             // no message, no resume: a reconnect
 //    ]}
 //
 // Each step is one agent.runAgent({resume}) on one HttpAgent, whose messages
 // accumulate across steps as the client keeps them. An interruptId "#N" is
 // the N-th interrupt of the latest RUN_FINISHED with an interrupt outcome.
-// HttpAgent itself refuses to run while the last run's interrupts are not all
-// answered; skipClientCheck clears its pendingInterrupts first, so that the
-// request reaches the server and the server's answer is what is tested.
+// (HttpAgent itself refuses to run while the interrupts of its own last run
+// are not all answered; an agent started with the thread's messages has none,
+// so a resume it sends reaches the server, whose answer is then what counts.)
 //
 // It prints one JSON line per step: {"events": [every event, as applied],
 // "outcome": RUN_FINISHED's outcome, or {"type": "error", "message", "code"}
@@ -75,7 +74,6 @@ async function main() {
       const params = {};
       if (step.runId) params.runId = step.runId;
       if (step.resume !== undefined) params.resume = resolveResume(step.resume, interrupts);
-      if (step.skipClientCheck) agent.pendingInterrupts = [];
       await agent.runAgent(params, {
         onEvent: ({ event }) => {
           events.push(JSON.parse(JSON.stringify(event)));
