@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -129,12 +130,20 @@ func (s *stack) noRun(thread string) {
 // bound, a cross-site form's content type, an unknown field, a key given
 // twice, a malformed thread id are refused before anything starts; CORS is
 // answered for the allowed origin only; and a thread id that names a run
-// the endpoint did not start (agui-x, started with `toolgate run`) can
+// the endpoint did not start (agui-x, started with toolgate's client) can
 // neither message it, nor resume its waiting call, nor read it.
 func TestAGUIHostileRequests(t *testing.T) {
 	t.Parallel()
 	const front = "http://front.example:3000"
 	d := startAGUIDev(t, "--agui-origin", front)
+	hostileWalkthrough(t, d.stack, d.url, front)
+}
+
+// hostileWalkthrough is TestAGUIHostileRequests's on the endpoint at url
+// (which allows the browser origin front), whose runs s's server holds.
+func hostileWalkthrough(t *testing.T, d *stack, url, front string) {
+	t.Helper()
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/agui")
 
 	cases := []struct {
 		name, method, body string
@@ -144,9 +153,9 @@ func TestAGUIHostileRequests(t *testing.T) {
 	}{
 		{"another origin", "POST", runAgentInput("h-origin", "find the login ticket", nil), map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden, ""},
 		{"an opaque origin", "POST", runAgentInput("h-null", "find the login ticket", nil), map[string]string{"Origin": "null"}, http.StatusForbidden, ""},
-		{"a wrong host", "POST", runAgentInput("h-host", "find the login ticket", nil), map[string]string{"Host": "evil.example:" + strings.Split(d.host, ":")[1]}, 0, ""},
+		{"a wrong host", "POST", runAgentInput("h-host", "find the login ticket", nil), map[string]string{"Host": "evil.example:" + strings.Split(host, ":")[1]}, 0, ""},
 		{"a rebinding host", "POST", runAgentInput("h-rebind", "find the login ticket", nil), map[string]string{"Host": "127.0.0.1.evil.example"}, 0, ""},
-		{"a body over 1 MiB", "POST", runAgentInput("h-big", strings.Repeat("a", 1<<20), nil), nil, http.StatusRequestEntityTooLarge, ""},
+		{"a body over 1 MiB", "POST", runAgentInput("h-big", "find the login ticket", map[string]any{"forwardedProps": map[string]any{"pad": strings.Repeat("a", 1<<20)}}), nil, http.StatusRequestEntityTooLarge, ""},
 		{"a form's content type", "POST", runAgentInput("h-form", "find the login ticket", nil), map[string]string{"Content-Type": "text/plain"}, http.StatusUnsupportedMediaType, ""},
 		{"an unknown field", "POST", runAgentInput("h-field", "find the login ticket", map[string]any{"toolz": []any{}}), nil, http.StatusBadRequest, "toolz"},
 		{"a key twice", "POST", strings.Replace(runAgentInput("h-twice", "find the login ticket", nil), `{`, `{"threadId":"h-other",`, 1), nil, http.StatusBadRequest, "threadId"},
@@ -154,7 +163,7 @@ func TestAGUIHostileRequests(t *testing.T) {
 		{"a GET", "GET", "", nil, http.StatusMethodNotAllowed, ""},
 	}
 	for _, c := range cases {
-		r := aguiPost(t, c.method, d.url, c.body, c.headers)
+		r := aguiPost(t, c.method, url, c.body, c.headers)
 		switch {
 		case c.want == 0 && r.status != http.StatusForbidden && r.status != http.StatusMisdirectedRequest:
 			t.Errorf("%s: status %d (%q), want 403 or 421", c.name, r.status, clipText(r.body, 300))
@@ -169,7 +178,7 @@ func TestAGUIHostileRequests(t *testing.T) {
 	for _, thread := range []string{"h-origin", "h-null", "h-host", "h-rebind", "h-big", "h-form", "h-field", "h-twice", "h-other", "h-trail"} {
 		d.noRun(thread)
 	}
-	bad := aguiPost(t, "POST", d.url, runAgentInput("../agui-x", "find the login ticket", nil), nil)
+	bad := aguiPost(t, "POST", url, runAgentInput("../agui-x", "find the login ticket", nil), nil)
 	if err := bad.refusedRun("thread", http.StatusBadRequest); err != nil {
 		t.Errorf("a malformed thread id: %v", err)
 	}
@@ -177,7 +186,7 @@ func TestAGUIHostileRequests(t *testing.T) {
 	// CORS: a preflight from the allowed origin is answered, one from
 	// another origin is not; the allowed origin's POST gets its stream.
 	pre := func(origin string) aguiReply {
-		return aguiPost(t, "OPTIONS", d.url, "", map[string]string{"Origin": origin, "Access-Control-Request-Method": "POST",
+		return aguiPost(t, "OPTIONS", url, "", map[string]string{"Origin": origin, "Access-Control-Request-Method": "POST",
 			"Access-Control-Request-Headers": "content-type"})
 	}
 	if r := pre(front); r.header.Get("Access-Control-Allow-Origin") != front || r.status >= 300 {
@@ -186,15 +195,13 @@ func TestAGUIHostileRequests(t *testing.T) {
 	if r := pre("http://evil.example"); r.header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("another origin's preflight got CORS headers: %d %v", r.status, r.header)
 	}
-	r := aguiPost(t, "POST", d.url, runAgentInput("h-front", "find the login ticket", nil), map[string]string{"Origin": front})
+	r := aguiPost(t, "POST", url, runAgentInput("h-front", "find the login ticket", nil), map[string]string{"Origin": front})
 	if r.status != http.StatusOK || r.header.Get("Access-Control-Allow-Origin") != front || len(r.events) == 0 || r.events[len(r.events)-1].Type != "RUN_FINISHED" {
 		t.Fatalf("the allowed origin's POST: %d %v %q", r.status, r.header, clipText(r.body, 600))
 	}
 
 	// A run the endpoint did not start, under the id a thread "x" would name.
-	if out, code := runCLI(t, waitTimeout, "run", "--id", aguiThreadRun("x"), "--goal", "find the login ticket and close it", "--address", d.external); code != 0 {
-		t.Fatalf("toolgate run: exit %d\n%s", code, out)
-	}
+	d.start(aguiThreadRun("x"), workflows.RunInput{Goal: "find the login ticket and close it", Planner: plan.Config{Kind: plan.KindSupport}})
 	waiting := d.awaitWaiting(aguiThreadRun("x"), "c-3")
 	before := d.mustState(aguiThreadRun("x"))
 	for what, body := range map[string]string{
@@ -203,7 +210,7 @@ func TestAGUIHostileRequests(t *testing.T) {
 			"status": "resolved", "payload": map[string]any{"approved": true}}}}),
 		"a reconnect": runAgentInput("x", "", nil),
 	} {
-		r := aguiPost(t, "POST", d.url, body, nil)
+		r := aguiPost(t, "POST", url, body, nil)
 		if err := r.refusedRun("did not start", http.StatusForbidden); err != nil {
 			t.Errorf("%s on thread x: %v", what, err)
 		}
