@@ -9,9 +9,10 @@ import (
 )
 
 // `toolgate agui --listen` holds nothing a run needs: killed -9 while a run
-// waits for a decision and started again, it takes the resume the client
-// sends (the thread as the client kept it), the close runs once, and the
-// same resume sent again through it acts no more.
+// waits for a decision and started again, it answers a reconnect with the
+// same interrupt, takes the resume the client sends (the thread as the
+// client kept it), the close runs once, and the same resume sent again
+// through it acts no more.
 func TestAGUIServeKilledWhileTheRunWaits(t *testing.T) {
 	t.Parallel()
 	needAGUIClient(t)
@@ -41,8 +42,19 @@ func TestAGUIServeKilledWhileTheRunWaits(t *testing.T) {
 	}
 	a2 := s.startAGUIServe("toolgate agui (restarted)", a.listen)
 
+	// A reconnect (no message, no resume) through the new process: the same
+	// interrupt, and nothing the client has is sent again. Then the resume,
+	// and the same resume again.
 	resume := resumeWith(approveIt(first.Outcome.Interrupts[0].ID))
-	steps := runAGUINode(t, aguiScript{URL: a2.url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{resume, resume}})
+	steps := runAGUINode(t, aguiScript{URL: a2.url, ThreadID: thread, Messages: first.Messages, Steps: []aguiStepIn{{}, resume, resume}})
+	back := steps[0]
+	mustPass(t, "the reconnect through the restarted endpoint", back, "interrupt")
+	if got := back.started(); len(got) != 0 || len(back.results()) != 0 || len(back.Outcome.Interrupts) != 1 ||
+		back.Outcome.Interrupts[0].ID != first.Outcome.Interrupts[0].ID {
+		t.Fatalf("the reconnect after the restart: started %q, results %q, interrupts %s; want only the same interrupt",
+			got, back.results(), mustJSON(t, back.Outcome.Interrupts))
+	}
+	steps = steps[1:]
 	mustPass(t, "the resume through the restarted endpoint", steps[0], "success")
 	if got := steps[0].results()["c-3"]; !strings.Contains(got, `"closed"`) {
 		t.Fatalf("c-3's result after the restart: %q", got)
