@@ -342,3 +342,17 @@ func (l *threadLocks) lock(thread string, done <-chan struct{}) (unlock func(), 
 		return nil, false
 	}
 }
+
+// Guard serves next (a page served beside the endpoint, such as the
+// example chat page) behind the endpoint's Host check, so a DNS-rebinding
+// page cannot read it either.
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(h.opts.Hosts, r.Host) {
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			writeRefusal(w, refuse(http.StatusForbidden, "host %q is not one this server answers to: connect to %s", text.Clip(r.Host, 100), h.opts.Hosts[0]))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
