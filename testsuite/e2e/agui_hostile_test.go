@@ -137,6 +137,14 @@ func TestAGUIHostileRequests(t *testing.T) {
 	const front = "http://front.example:3000"
 	d := startAGUIDev(t, "--agui-origin", front)
 	hostileWalkthrough(t, d.stack, d.url, front)
+
+	// The example page beside the endpoint is behind the same Host check.
+	if r := aguiPost(t, "GET", d.base+"/", "", nil); r.status != http.StatusOK || !strings.Contains(r.body, "app.js") {
+		t.Errorf("GET /: %d %q", r.status, clipText(r.body, 200))
+	}
+	if r := aguiPost(t, "GET", d.base+"/", "", map[string]string{"Host": "evil.example:" + strings.Split(d.host, ":")[1]}); r.status != http.StatusForbidden && r.status != http.StatusMisdirectedRequest {
+		t.Errorf("GET / with a wrong Host: %d %q, want 403 or 421", r.status, clipText(r.body, 200))
+	}
 }
 
 // hostileWalkthrough is TestAGUIHostileRequests's on the endpoint at url
