@@ -30,6 +30,9 @@ func WorkflowID(thread string) string { return Prefix + thread }
 // MaxBodyBytes bounds a request's body.
 const MaxBodyBytes = 1 << 20
 
+// bodyTimeout bounds the reading of a request's body.
+const bodyTimeout = 30 * time.Second
+
 // DefaultMaxStreams is how many streams a handler keeps open at once unless
 // Options.MaxStreams says.
 const DefaultMaxStreams = 64
@@ -181,7 +184,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuse(http.StatusRequestEntityTooLarge, "the body is %d bytes, at most %d", r.ContentLength, MaxBodyBytes))
 		return
 	}
+	// A body sent slowly holds the request only so long; the deadline is
+	// lifted before the stream (a read deadline left on the connection would
+	// cut it).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -111,15 +111,14 @@ func (s *streamer) poll(ctx context.Context) (bool, error) {
 	}
 	s.failingSince = time.Time{}
 	end := s.endOf(st)
-	calls := callsOf(trace, st, s.turn)
-	for _, c := range calls {
+	// Each call in the order it came: announced when it first shows, its
+	// result once it has one.
+	for _, c := range callsOf(trace, st, s.turn) {
 		if !s.started[c.id] {
 			if err := s.announce(c); err != nil {
 				return true, err
 			}
 		}
-	}
-	for _, c := range calls {
 		if s.resulted[c.id] {
 			continue
 		}

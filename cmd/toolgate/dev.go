@@ -32,12 +32,17 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	mcpAddr := fs.String("mcp-address", "", "also serve the worker's tools to MCP clients at http://HOST:PORT/mcp (loopback; with --mcp-tokens; needs the in-process worker)")
 	mcpTokens := fs.String("mcp-tokens", "", "with --mcp-address: the bearer tokens MCP clients may use (toolgate mcp token new NAME --tokens FILE)")
 	mcpWait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "with --mcp-address: how long a tools/call stays open for a call that waits for a human")
+	aguiAddr := fs.String("agui-address", "", "also serve AG-UI at http://HOST:PORT/agui and the example chat page at http://HOST:PORT/ (loopback)")
+	af := addAGUIFlags(fs)
 	sv := servingFlags(fs)
 	tel, err := c.parseServing(ctx, fs, args, sv)
 	if err != nil {
 		return err
 	}
 	toks, err := devMCPTokens(*mcpAddr, *mcpTokens, *noWorker)
+	if err == nil {
+		err = checkDevAGUI(*aguiAddr, af)
+	}
 	if err != nil {
 		tel.stop()
 		return err
@@ -99,6 +104,13 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		}
 		defer ib.stop()
 		fmt.Fprintf(c.stdout, "approvals inbox at %s\n", ib.URL)
+	}
+	if *aguiAddr != "" {
+		a, err := c.devAGUI(*aguiAddr, s, af)
+		if err != nil {
+			return err
+		}
+		defer a.stop()
 	}
 	if *mcpAddr != "" {
 		no, off := "", false

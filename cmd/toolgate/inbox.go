@@ -37,7 +37,7 @@ func addInboxFlags(fs *flag.FlagSet, prefix, tlsPrefix string) inboxFlags {
 	}
 }
 
-// served is an HTTP server this process runs: the inbox, MCP.
+// served is an HTTP server this process runs: the inbox, MCP, AG-UI.
 type served struct {
 	URL string
 	srv *http.Server

@@ -1,7 +1,7 @@
 // Command toolgate is toolgate's one binary: an embedded Temporal server with a
 // worker (dev, demo), a worker for any Temporal cluster (worker), the
 // operator's client (run, status, next, trace, approve, reject, pending,
-// replay), its web approvals inbox (inbox), a review of an --mcp file's
+// replay), its web approvals inbox (inbox), its AG-UI endpoint (agui), a review of an --mcp file's
 // tools (mcp list), and the worker's gated tools served to MCP clients (mcp
 // serve, mcp token new).
 package main
@@ -35,8 +35,12 @@ Usage:
                   [--mcp FILE] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
                   [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
                   [--mcp-address HOST:PORT --mcp-tokens FILE [--mcp-wait 3m]]
+                  [--agui-address HOST:PORT [--agui-origin URL]... [--agui-planner support|openai]]
   toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
                   [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
+  toolgate agui   [--listen HOST:PORT] [CONNECTION] [--task-queue Q] [--agui-planner support|openai]
+                  [--agui-origin URL]... [--host H]... [--listen-tls-cert FILE --listen-tls-key FILE | --insecure]
+                  [--approval-timeout D] [--idle-timeout D]
   toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
                   [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
@@ -118,7 +122,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
-		"codec-server": c.codecServer,
+		"codec-server": c.codecServer, "agui": c.aguiCmd,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

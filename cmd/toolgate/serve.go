@@ -276,6 +276,11 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ib.stop()
+	ag, err := c.devAGUI("127.0.0.1:0", s, &aguiFlags{planner: planner})
+	if err != nil {
+		return err
+	}
+	defer ag.stop()
 	id := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	in := workflows.RunInput{Goal: demoGoal, Planner: plan.Config{Kind: *planner}}
 	decider := func(id string) func(workflows.Interrupt) error {
