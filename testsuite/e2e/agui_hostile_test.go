@@ -150,7 +150,6 @@ func TestAGUIHostileRequests(t *testing.T) {
 // hostileWalkthrough is TestAGUIHostileRequests's on the endpoint at url
 // (which allows the browser origin front), whose runs s's server holds.
 func hostileWalkthrough(t *testing.T, d *stack, url, front string) {
-	t.Helper()
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/agui")
 
 	cases := []struct {

@@ -27,7 +27,6 @@ func TestAGUINodeClientOnDev(t *testing.T) {
 // nodeWalkthrough is TestAGUINodeClientOnDev's walk-through on the endpoint
 // at url, whose runs s's server and worker hold.
 func nodeWalkthrough(t *testing.T, d *stack, url string) {
-	t.Helper()
 	const thread = "node-dev-1"
 	id := aguiThreadRun(thread)
 

@@ -40,7 +40,6 @@ func TestAGUIPageInChromium(t *testing.T) {
 // pageWalkthrough is TestAGUIPageInChromium's walk-through on the page at
 // base (and its endpoint, base/agui), whose runs s's server and worker hold.
 func pageWalkthrough(t *testing.T, ctx context.Context, d *stack, base string) {
-	t.Helper()
 	browse(t, ctx, "open the chat", chromedp.Navigate(base+"/"))
 	thread := read(t, ctx, "the page's thread", chromedp.Evaluate[string](`window.toolgateChat.threadId`))
 	id := aguiThreadRun(thread)
