@@ -35,13 +35,16 @@
 // the endpoint refuses), at most MaxBodyBytes, and decode exactly: an unknown
 // field, a key given twice or in another case, or data after the value is
 // refused naming the field. Counts and sizes are bounded (MaxMessages,
-// MaxResumeEntries, workflows.MaxMessageBytes …). The endpoint itself holds
-// no credential and decides nothing on its own: the run validates every
-// decision again, and under a worker policy a decision must carry the
+// MaxResumeEntries, workflows.MaxMessageBytes …). The endpoint does not
+// authenticate its callers: whoever reaches it may start threads and, for a
+// run without a worker policy, decide its calls (as metadata.approver, or
+// DefaultApprover) — so it listens on loopback unless told otherwise, with
+// TLS. It holds no credential and decides nothing itself: the run validates
+// every decision again, and under a worker policy a decision must carry its
 // approver's signed token in metadata.token. Every refusal says why: a
 // request the endpoint cannot take is an HTTP 4xx with a text body; a request
 // the run's state refuses (a thread of another door, a closed run, a partial
-// resume, an expired interrupt, an unsigned decision …) is a lone RUN_ERROR
-// event with a code. A stream ends when the client goes away, and after
+// resume, an expired interrupt, an unsigned decision …) is a RUN_ERROR event
+// with a code, alone when nothing was sent to the run. A stream ends when the client goes away, and after
 // Options.MaxStream at most.
 package agui
