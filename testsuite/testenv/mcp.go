@@ -42,7 +42,7 @@ func MCPFilesystem(t testing.TB) []string {
 		msg := problem + ": the MCP tests need the MCP filesystem server, installed once (the tests never download it): " +
 			"npm install --no-audit --no-fund --prefix /tmp/mcpfs " + MCPFilesystemPackage +
 			" && export " + MCPFilesystemEnv + "=/tmp/mcpfs/node_modules/.bin/mcp-server-filesystem"
-		skipUnlessRequired(t, msg)
+		skipUnlessRequired(t, MCPRequireEnv, msg)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -80,7 +80,7 @@ func MCPNodeSDK(t testing.TB) string {
 	if problem != "" {
 		msg := problem + ": the MCP server's Node.js client tests need the MCP TypeScript SDK, installed once (the tests never download it): " +
 			"npm install --no-audit --no-fund --prefix /tmp/mcpsdk " + MCPNodeSDKPackage + " && export " + MCPNodeSDKEnv + "=/tmp/mcpsdk"
-		skipUnlessRequired(t, msg)
+		skipUnlessRequired(t, MCPRequireEnv, msg)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -89,12 +89,12 @@ func MCPNodeSDK(t testing.TB) string {
 	return abs
 }
 
-// skipUnlessRequired skips the test saying msg — or fails it, when
-// $TOOLGATE_REQUIRE_MCP is 1 (CI), where what is missing is installed.
-func skipUnlessRequired(t testing.TB, msg string) {
+// skipUnlessRequired skips the test saying msg — or fails it, when the
+// environment variable require is 1 (CI), where what is missing is installed.
+func skipUnlessRequired(t testing.TB, require, msg string) {
 	t.Helper()
-	if os.Getenv(MCPRequireEnv) == "1" {
-		t.Fatalf("%s (%s=1: required here)", msg, MCPRequireEnv)
+	if os.Getenv(require) == "1" {
+		t.Fatalf("%s (%s=1: required here)", msg, require)
 	}
 	t.Skip(msg)
 }
