@@ -78,11 +78,11 @@ func pageWalkthrough(t *testing.T, ctx context.Context, d *stack, base string) {
 	if tk := d.ticket("TKT-2"); tk.Status != "closed" || tk.Resolution != "parcel found" {
 		t.Fatalf("TKT-2 %+v: want closed with the edited resolution", tk)
 	}
-	// The decision is recorded as an edit: an edited record, or (before the
-	// run records that status) an approval that keeps the original arguments.
+	// The decision is recorded as what it was: an edit, keeping the
+	// arguments as proposed.
 	edited := 0
 	for _, r := range d.mustTrace(id) {
-		if r.CallID == "c-6" && (r.Status == workflows.TraceEdited || (r.Status == workflows.TraceApproved && len(r.OriginalArgs) > 0)) {
+		if r.CallID == "c-6" && r.Status == workflows.TraceEdited && len(r.OriginalArgs) > 0 {
 			edited++
 		}
 	}

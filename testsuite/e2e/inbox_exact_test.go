@@ -79,7 +79,7 @@ func TestInboxShowsArgumentsExactlyInChromium(t *testing.T) {
 	browse(t, ctx, "approve the edit", chromedp.Click(chromedp.CSS(card(id)+" .approve-edited")))
 	await(t, ctx, "the edit approved", `document.querySelector('`+card(id)+` .msg') === null || document.querySelector('`+card(id)+` .msg').textContent.includes('approved')`)
 	s.awaitStatus(id, workflows.StatusCompleted, 0, waitTimeout)
-	approved := records(s.mustTrace(id), "c-1", workflows.TraceApproved)
+	approved := records(s.mustTrace(id), "c-1", workflows.TraceEdited)
 	want, _ := tool.Canonical(json.RawMessage(strings.Replace(args, "9007199254740993", "9007199254740995", 1)))
 	if len(approved) != 1 || string(approved[0].Args) != string(want) {
 		t.Errorf("the approval in the trace: %+v, want the edited arguments %s exactly", approved, want)

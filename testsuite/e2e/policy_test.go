@@ -324,7 +324,7 @@ func TestPolicyEndToEnd(t *testing.T) {
 			t.Fatalf("bob approves c-1 edited to 8,000: %v", out)
 		}
 		s.finish(id, "c-1 refund 8000")
-		a := records(s.mustTrace(id), "c-1", workflows.TraceApproved)
+		a := records(s.mustTrace(id), "c-1", workflows.TraceEdited)
 		if len(a) != 1 || !sameJSON(a[0].OriginalArgs, `{"booking_id":"BK-1","amount_cents":9000}`) ||
 			!sameJSON(a[0].Args, `{"booking_id":"BK-1","amount_cents":8000}`) {
 			t.Errorf("c-1 approvals %+v, want one of 8,000 with the original 9,000", a)

@@ -380,7 +380,7 @@ func digest(data []byte, salt string, n int) string {
 const (
 	succeededPrefix = "the call succeeded"
 	fromMemo        = "the result came from the memo"
-	rejectedPrefix  = "a human rejected this call: "
+	rejectedPrefix  = "not executed: "
 )
 
 // rejectedBy is how the run words a rejection ("rejected by alice: <reason>").
