@@ -132,7 +132,7 @@ type aguiScript struct {
 }
 
 // aguiStepIn is one runAgent: a user message and/or a resume. An interrupt
-// id "#N" is the N-th interrupt of the latest interrupt outcome.
+// id "#N" is the N-th interrupt (from 0) of the latest interrupt outcome.
 type aguiStepIn struct {
 	Message *string      `json:"message,omitempty"`
 	Resume  []aguiResume `json:"resume,omitempty"`
@@ -155,6 +155,8 @@ func approveIt(id string) aguiResume {
 func rejectIt(id, reason string) aguiResume {
 	return aguiResume{InterruptID: id, Status: "resolved", Payload: map[string]any{"approved": false, "reason": reason}}
 }
+
+func cancelIt(id string) aguiResume { return aguiResume{InterruptID: id, Status: "cancelled"} }
 
 // aguiStep is what aguiclient.cjs prints for one step.
 type aguiStep struct {

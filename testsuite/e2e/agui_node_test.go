@@ -132,6 +132,28 @@ func nodeWalkthrough(t *testing.T, d *stack, url string) {
 	if again := d.ticket("TKT-3"); again != tk {
 		t.Fatalf("TKT-3 changed after the first close:\n %+v\n %+v", tk, again)
 	}
+
+	// The next turn's close is cancelled (status "cancelled" in the resume):
+	// it does not run, and the client is told it was cancelled, by whom.
+	steps = runAGUINode(t, aguiScript{URL: url, ThreadID: thread, Messages: again.Messages, Steps: []aguiStepIn{
+		say("find the shipping ticket and close it"), resumeWith(cancelIt("#0")),
+	}})
+	mustPass(t, "the second message", steps[0], "interrupt")
+	mustPass(t, "the cancellation", steps[1], "success")
+	var closeID string
+	for _, it := range steps[0].Outcome.Interrupts {
+		closeID = it.ToolCallID
+	}
+	if got := steps[1].results()[closeID]; closeID == "" || !strings.HasPrefix(got, "not executed: cancelled by agui") {
+		t.Fatalf("the cancelled close's result: %q (call %q), want it said as cancelled", got, closeID)
+	}
+	trace = d.mustTrace(id)
+	if countStatus(trace, closeID, workflows.TraceCancelled) != 1 || countStatus(trace, closeID, workflows.TraceOK) != 0 {
+		t.Fatalf("%s cancelled and not run? trace %v", closeID, events(trace))
+	}
+	if tk := d.ticket("TKT-2"); tk.Status != "open" {
+		t.Fatalf("TKT-2 is %s after its close was cancelled", tk.Status)
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -14,7 +14,7 @@
 //
 // Each step is one agent.runAgent({resume}) on one HttpAgent, whose messages
 // accumulate across steps as the client keeps them. An interruptId "#N" is
-// the N-th interrupt of the latest RUN_FINISHED with an interrupt outcome.
+// the N-th interrupt (from 0) of the latest RUN_FINISHED with an interrupt outcome.
 // (HttpAgent itself refuses to run while the interrupts of its own last run
 // are not all answered; an agent started with the thread's messages has none,
 // so a resume it sends reaches the server, whose answer is then what counts.)
