@@ -6,14 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/text"
+	"github.com/toolgate/toolgate/internal/webguard"
 	"github.com/toolgate/toolgate/plan"
 )
 
@@ -101,7 +100,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h := &Handler{b: opts.Backend, origins: map[string]bool{}, reflect: 30 * time.Second, errGrace: 15 * time.Second}
 	for _, o := range opts.Origins {
-		n, err := normalOrigin(o)
+		n, err := webguard.NormalOrigin(o)
 		if err != nil {
 			return nil, fmt.Errorf("agui: %w", err)
 		}
@@ -139,15 +138,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuse(http.StatusNotFound, "not found: AG-UI is served at %s", Path))
 		return
 	}
-	if !hostAllowed(h.opts.Hosts, r.Host) {
+	if !webguard.HostAllowed(h.opts.Hosts, r.Host) {
 		writeRefusal(w, refuse(http.StatusForbidden, "host %q is not one this endpoint answers to: connect to %s (or start it with --host %s)",
-			text.Clip(r.Host, 100), h.opts.Hosts[0], text.Clip(hostOf(r.Host), 100)))
+			text.Clip(r.Host, 100), h.opts.Hosts[0], text.Clip(webguard.HostOf(r.Host), 100)))
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" {
-		n, err := normalOrigin(o)
+		n, err := webguard.NormalOrigin(o)
 		switch {
-		case err == nil && n == ownOrigin(r):
+		case err == nil && n == webguard.OwnOrigin(r):
 		case err == nil && h.origins[n]:
 			hd.Set("Access-Control-Allow-Origin", n)
 		default:
@@ -255,64 +254,6 @@ func acceptsEventStream(values []string) bool {
 	return false
 }
 
-// hostAllowed says whether Host header value got is one of allowed: an
-// entry with a port matches that host and port, one without matches the
-// host on any port (as mcpserve's).
-func hostAllowed(allowed []string, got string) bool {
-	gh, gp := splitHost(got)
-	if gh == "" {
-		return false
-	}
-	for _, a := range allowed {
-		if ah, ap := splitHost(a); ah == gh && (ap == "" || ap == gp) {
-			return true
-		}
-	}
-	return false
-}
-
-// splitHost is a Host value's host (lower case, without brackets or a final
-// dot) and port ("" if none).
-func splitHost(hostport string) (host, port string) {
-	hostport = strings.ToLower(hostport)
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		return strings.TrimSuffix(h, "."), p
-	}
-	return strings.TrimSuffix(strings.Trim(hostport, "[]"), "."), ""
-}
-
-func hostOf(hostport string) string { h, _ := splitHost(hostport); return h }
-
-// normalOrigin is an origin as browsers send it: scheme://host[:port], lower
-// case, without the scheme's default port.
-func normalOrigin(o string) (string, error) {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("origin %.100q: want http(s)://HOST[:PORT], as a browser sends it, without a path", o)
-	}
-	return withoutDefaultPort(strings.ToLower(u.Scheme), strings.ToLower(u.Host)), nil
-}
-
-// ownOrigin is the origin of a page served by this endpoint's server.
-func ownOrigin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return withoutDefaultPort(scheme, strings.ToLower(r.Host))
-}
-
-func withoutDefaultPort(scheme, host string) string {
-	if h, p, err := net.SplitHostPort(host); err == nil && (scheme == "http" && p == "80" || scheme == "https" && p == "443") {
-		host = h
-		if strings.Contains(h, ":") {
-			host = "[" + h + "]"
-		}
-	}
-	return scheme + "://" + host
-}
-
 // threadLocks serializes what changes a thread's run (a start, a message, a
 // resume) within this process: two posts of one thread cannot both count
 // the same user message as new.
@@ -357,7 +298,7 @@ func (l *threadLocks) lock(thread string, done <-chan struct{}) (unlock func(), 
 // page cannot read it either.
 func (h *Handler) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hostAllowed(h.opts.Hosts, r.Host) {
+		if !webguard.HostAllowed(h.opts.Hosts, r.Host) {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			writeRefusal(w, refuse(http.StatusForbidden, "host %q is not one this server answers to: connect to %s", text.Clip(r.Host, 100), h.opts.Hosts[0]))
 			return

@@ -135,26 +135,6 @@ func TestOnlyPostAndPreflightsOfAllowedOrigins(t *testing.T) {
 	}
 }
 
-func TestHostsWithAndWithoutAPort(t *testing.T) {
-	for _, c := range []struct {
-		allowed []string
-		host    string
-		ok      bool
-	}{
-		{[]string{"127.0.0.1:8090"}, "127.0.0.1:8090", true},
-		{[]string{"127.0.0.1:8090"}, "127.0.0.1:8091", false},
-		{[]string{"localhost"}, "LOCALHOST:1234", true},
-		{[]string{"[::1]:8090"}, "[::1]:8090", true},
-		{[]string{"app.example"}, "app.example.", true},
-		{[]string{"app.example"}, "app.example.evil.test", false},
-		{[]string{"app.example"}, "", false},
-	} {
-		if got := hostAllowed(c.allowed, c.host); got != c.ok {
-			t.Errorf("%v %q: %v", c.allowed, c.host, got)
-		}
-	}
-}
-
 func TestTooManyStreamsAreRefused(t *testing.T) {
 	f, _ := deskFake()
 	h := newHandler(t, f, func(o *Options) { o.MaxStreams = 1 })

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/text"
+	"github.com/toolgate/toolgate/internal/webguard"
 )
 
 // Path is where Handler serves MCP; every other path is 404.
@@ -41,7 +40,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	}
 	origins := map[string]bool{}
 	for _, o := range s.opts.Origins {
-		n, err := normalOrigin(o)
+		n, err := webguard.NormalOrigin(o)
 		if err != nil {
 			return nil, err
 		}
@@ -80,13 +79,13 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, origins map[strin
 		writeError(w, http.StatusNotFound, "not found: MCP is served at "+Path)
 		return
 	}
-	if !hostAllowed(s.opts.Hosts, r.Host) {
+	if !webguard.HostAllowed(s.opts.Hosts, r.Host) {
 		writeError(w, http.StatusForbidden, fmt.Sprintf("host %q is not one this server answers to: connect to %s, or start it with --host %s",
-			text.Clip(r.Host, 100), s.opts.Hosts[0], text.Clip(hostOf(r.Host), 100)))
+			text.Clip(r.Host, 100), s.opts.Hosts[0], text.Clip(webguard.HostOf(r.Host), 100)))
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" {
-		if n, err := normalOrigin(o); err != nil || !origins[n] {
+		if n, err := webguard.NormalOrigin(o); err != nil || !origins[n] {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("origin %q may not call this server: a page of another site is refused; start it with --origin %s if that page may",
 				text.Clip(o, 100), text.Clip(o, 100)))
 			return
@@ -212,55 +211,4 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // LoopbackHosts are the Host values of a server listening at addr
 // (HOST:PORT, the port resolved): addr itself and localhost, 127.0.0.1 and
 // [::1] with its port.
-func LoopbackHosts(addr string) []string {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return []string{addr}
-	}
-	out := []string{addr}
-	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
-		if hp := net.JoinHostPort(h, port); hp != addr {
-			out = append(out, hp)
-		}
-	}
-	return out
-}
-
-// hostAllowed says whether Host header value got is one of allowed: an
-// entry with a port matches that host and port, one without matches the
-// host on any port.
-func hostAllowed(allowed []string, got string) bool {
-	gh, gp := splitHost(got)
-	if gh == "" {
-		return false
-	}
-	for _, a := range allowed {
-		if ah, ap := splitHost(a); ah == gh && (ap == "" || ap == gp) {
-			return true
-		}
-	}
-	return false
-}
-
-// splitHost is a Host value's host (lower case, without brackets or a final
-// dot) and port ("" if none).
-func splitHost(hostport string) (host, port string) {
-	hostport = strings.ToLower(hostport)
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		return strings.TrimSuffix(h, "."), p
-	}
-	return strings.TrimSuffix(strings.Trim(hostport, "[]"), "."), ""
-}
-
-// hostOf is a Host value's host.
-func hostOf(hostport string) string { h, _ := splitHost(hostport); return h }
-
-// normalOrigin is an origin as browsers send it: scheme://host[:port], lower case.
-func normalOrigin(o string) (string, error) {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("origin %.100q: want http(s)://HOST[:PORT], as a browser sends it, without a path", o)
-	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
-}
+func LoopbackHosts(addr string) []string { return webguard.LoopbackHosts(addr) }

@@ -86,18 +86,6 @@ func TestHostOriginAndPathAreChecked(t *testing.T) {
 	}
 }
 
-func TestHostAllowed(t *testing.T) {
-	allowed := []string{"127.0.0.1:8080", "[::1]:8080", "mcp.example"}
-	for host, want := range map[string]bool{
-		"127.0.0.1:8080": true, "127.0.0.1:8081": false, "[::1]:8080": true, "MCP.example:443": true,
-		"mcp.example.": true, "evil.example": false, "": false, "127.0.0.1": false,
-	} {
-		if got := hostAllowed(allowed, host); got != want {
-			t.Errorf("host %q: allowed %v, want %v", host, got, want)
-		}
-	}
-}
-
 func TestTokensFileReadableByOthersIsRefused(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no Unix permission bits")
