@@ -65,18 +65,8 @@ func addAGUIListenFlags(fs *flag.FlagSet) *aguiListen {
 // checkAGUIListen refuses a non-loopback addr without TLS or --insecure,
 // and half a TLS configuration; it says whether to serve TLS.
 func checkAGUIListen(addr string, l *aguiListen) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, fmt.Errorf("AG-UI address %q: want HOST:PORT: %w", addr, err)
-	}
-	tls := *l.tlsCert != "" || *l.tlsKey != ""
-	if tls && (*l.tlsCert == "" || *l.tlsKey == "") {
-		return false, errors.New("AG-UI over TLS needs both the certificate and its key (--listen-tls-cert and --listen-tls-key)")
-	}
-	if !isLoopback(host) && !tls && !*l.insecure {
-		return false, fmt.Errorf("AG-UI address %s is not a loopback address: serve it over TLS (--listen-tls-cert, --listen-tls-key), or pass --insecure to serve plain HTTP to the network", addr)
-	}
-	return tls, nil
+	return checkListen(addr, listenCheck{what: "AG-UI", certFlag: "--listen-tls-cert", cert: *l.tlsCert, key: *l.tlsKey,
+		insecure: *l.insecure, plain: "serve plain HTTP to the network"})
 }
 
 // aguiServe is what an AG-UI endpoint is served with.

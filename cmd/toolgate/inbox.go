@@ -102,19 +102,37 @@ func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxLis
 // checkInboxListen refuses a non-loopback addr without TLS or --insecure
 // (warned about), and half a TLS configuration; it says whether to serve TLS.
 func (c *cli) checkInboxListen(addr string, f inboxFlags) (bool, error) {
+	tls, err := checkListen(addr, listenCheck{what: "the inbox", certFlag: f.tlsFlag, cert: *f.tlsCert, key: *f.tlsKey,
+		insecure: *f.insecure, plain: "serve plain HTTP to the network"})
+	if err == nil && !tls && !isLoopback(hostOfAddr(addr)) {
+		fmt.Fprintf(c.stderr, "WARNING: the inbox at %s is plain HTTP on a non-loopback address: anyone who can reach it can read waiting calls and decide those of runs without a policy, and browsers will not sign decisions there (WebCrypto needs https)\n", addr)
+	}
+	return tls, err
+}
+
+// listenCheck is what checkListen needs to know of a door's listen flags.
+type listenCheck struct {
+	what      string // the door, for messages ("the inbox")
+	certFlag  string // its certificate flag ("--listen-tls-cert"); the key's ends in "key"
+	cert, key string
+	insecure  bool
+	plain     string // what --insecure lets it do ("serve plain HTTP to the network")
+}
+
+// checkListen refuses a non-loopback addr without TLS or --insecure, and
+// half a TLS configuration; it says whether to serve TLS.
+func checkListen(addr string, l listenCheck) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, fmt.Errorf("inbox address %q: want HOST:PORT: %w", addr, err)
+		return false, fmt.Errorf("%s's address %q: want HOST:PORT: %w", l.what, addr, err)
 	}
-	tls := *f.tlsCert != "" || *f.tlsKey != ""
-	if tls && (*f.tlsCert == "" || *f.tlsKey == "") {
-		return false, fmt.Errorf("the inbox's TLS needs both a certificate and its key (%s and %s)", f.tlsFlag, strings.TrimSuffix(f.tlsFlag, "cert")+"key")
+	keyFlag := strings.TrimSuffix(l.certFlag, "cert") + "key"
+	tls := l.cert != "" || l.key != ""
+	if tls && (l.cert == "" || l.key == "") {
+		return false, fmt.Errorf("%s over TLS needs both a certificate and its key (%s and %s)", l.what, l.certFlag, keyFlag)
 	}
-	if !isLoopback(host) && !tls {
-		if !*f.insecure {
-			return false, fmt.Errorf("inbox address %s is not a loopback address: serve it over TLS (%s, %s), or pass --insecure to serve plain HTTP to the network", addr, f.tlsFlag, strings.TrimSuffix(f.tlsFlag, "cert")+"key")
-		}
-		fmt.Fprintf(c.stderr, "WARNING: the inbox at %s is plain HTTP on a non-loopback address: anyone who can reach it can read waiting calls and decide those of runs without a policy, and browsers will not sign decisions there (WebCrypto needs https)\n", addr)
+	if !isLoopback(host) && !tls && !l.insecure {
+		return false, fmt.Errorf("%s's address %s is not a loopback address: serve it over TLS (%s, %s), or pass --insecure to %s", l.what, addr, l.certFlag, keyFlag, l.plain)
 	}
 	return tls, nil
 }

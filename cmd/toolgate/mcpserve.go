@@ -205,18 +205,8 @@ func (c *cli) newMCPServer(o mcpServeOptions, hosts, origins []string) (*mcpserv
 // checkMCPListen refuses a non-loopback addr without TLS or --insecure
 // (warned about), and half a TLS configuration; it says whether to serve TLS.
 func checkMCPListen(addr string, f *mcpHTTPFlags) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, fmt.Errorf("MCP address %q: want HOST:PORT: %w", addr, err)
-	}
-	tls := *f.tlsCert != "" || *f.tlsKey != ""
-	if tls && (*f.tlsCert == "" || *f.tlsKey == "") {
-		return false, errors.New("MCP over TLS needs both the certificate and its key (--listen-tls-cert and --listen-tls-key)")
-	}
-	if !isLoopback(host) && !tls && !*f.insecure {
-		return false, fmt.Errorf("MCP address %s is not a loopback address: serve it over TLS (--listen-tls-cert, --listen-tls-key), or pass --insecure to send bearer tokens over plain HTTP", addr)
-	}
-	return tls, nil
+	return checkListen(addr, listenCheck{what: "MCP", certFlag: "--listen-tls-cert", cert: *f.tlsCert, key: *f.tlsKey,
+		insecure: *f.insecure, plain: "send bearer tokens over plain HTTP"})
 }
 
 // serveMCPHTTP serves MCP at addr (path /mcp) and says where.
@@ -254,6 +244,7 @@ func (c *cli) serveMCPHTTP(addr, tokensFile string, o mcpServeOptions, f *mcpHTT
 	return nil, err
 }
 
+// hostOfAddr is the host of HOST:PORT ("" if it is not one).
 func hostOfAddr(addr string) string {
 	h, _, _ := net.SplitHostPort(addr)
 	return h

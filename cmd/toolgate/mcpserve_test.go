@@ -69,7 +69,7 @@ func TestMCPServeRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{[]string{"mcp", "serve", "--stdio", "--listen", "127.0.0.1:0"}, "one of --listen"},
 		{[]string{"mcp", "serve", "--listen", "127.0.0.1:0"}, "needs --tokens"},
 		{[]string{"mcp", "serve", "--listen", "0.0.0.0:0", "--tokens", file}, "not a loopback address"},
-		{[]string{"mcp", "serve", "--listen", "127.0.0.1:0", "--tokens", file, "--listen-tls-cert", "c.pem"}, "both the certificate and its key"},
+		{[]string{"mcp", "serve", "--listen", "127.0.0.1:0", "--tokens", file, "--listen-tls-cert", "c.pem"}, "both a certificate and its key"},
 		{[]string{"mcp", "serve", "--listen", "127.0.0.1:0", "--tokens", file}, "does not exist"},
 		{[]string{"mcp", "serve", "--stdio", "--tokens", file}, "takes no --tokens"},
 		{[]string{"mcp", "serve", "--listen", "127.0.0.1:0", "--tokens", file, "--run", "x"}, "go with --stdio"},
