@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -29,7 +30,8 @@ func TestInboxSignsUnderAPolicyInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support]}\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n",
+	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support]}\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n"+
+		"  search_tickets:\n    rules:\n      - {id: ask-archive, when: \"args.query == 'archive'\", decide: ask, approvers: {roles: [support]}}\n",
 		signed.FormatPublicKey(pub)))
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +63,39 @@ func TestInboxSignsUnderAPolicyInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
-	eval(t, ctx, "paste the key", `document.getElementById('name').value = 'alice'; document.getElementById('pem').value = `+string(pemText))
-	browse(t, ctx, "load the key", chromedp.Click(chromedp.CSS("#keybox summary")), chromedp.Click(chromedp.CSS("#loadkey")))
-	await(t, ctx, "signing as alice", `document.getElementById('keystate').textContent.includes('Signing as alice')`)
+	loadKey := func() { // the page keeps the key in memory only: once per page load
+		eval(t, ctx, "paste the key", `document.getElementById('name').value = 'alice'; document.getElementById('pem').value = `+string(pemText))
+		browse(t, ctx, "load the key", chromedp.Click(chromedp.CSS("#keybox summary")), chromedp.Click(chromedp.CSS("#loadkey")))
+		await(t, ctx, "signing as alice", `document.getElementById('keystate').textContent.includes('Signing as alice')`)
+	}
+	loadKey()
 	browse(t, ctx, "approve, signed", chromedp.SendKeys(chromedp.CSS(card(id)+" .note"), "signed in the browser"),
 		chromedp.Click(chromedp.CSS(card(id)+" .approve")))
 	s.awaitStatus(id, workflows.StatusCompleted, 0, waitTimeout)
 	approved := records(s.mustTrace(id), "c-1", workflows.TraceApproved)
 	if len(approved) != 1 || approved[0].Approver != "alice" || approved[0].Reason != "signed in the browser" {
 		t.Errorf("c-1's approval in the trace: %+v, want alice's, with her note", approved)
+	}
+
+	// alice answers a read in the tool's place, signed in the browser: the
+	// token names the SHA-256 of the canonical response the page computed
+	// (a number past 2^53 kept exactly), which the run checks.
+	const readID = "inbox-respond"
+	s.start(readID, workflows.RunInput{Goal: "look in the archive", Planner: scripted("looked", step(call("search_tickets", `{"query":"archive"}`)))})
+	s.awaitNext(readID, waitTimeout, "gate:search_tickets")
+	browse(t, ctx, "reload", chromedp.Navigate(srv.URL))
+	await(t, ctx, "the read listed", `document.querySelector('`+card(readID)+`') !== null`)
+	loadKey()
+	eval(t, ctx, "write the answer", `document.querySelector('`+card(readID)+` .response').value = '{"tickets": [{"id": "TKT-9", "n": 9007199254740993}]}'`)
+	browse(t, ctx, "send the answer, signed", chromedp.Click(chromedp.CSS(card(readID)+" .respond summary")),
+		chromedp.Click(chromedp.CSS(card(readID)+" .respond-send")))
+	await(t, ctx, "the page says what became of the answer", `document.getElementById('notices').textContent.includes('`+readID+`')`)
+	if msg := read[string](t, ctx, "the page's notice", chromedp.Evaluate[string](`document.getElementById('notices').textContent`)); !strings.Contains(msg, "responded c-1 (search_tickets) by alice") {
+		t.Fatalf("the page says %q, want the response taken", msg)
+	}
+	s.awaitStatus(readID, workflows.StatusCompleted, 0, waitTimeout)
+	responded := records(s.mustTrace(readID), "c-1", workflows.TraceResponded)
+	if len(responded) != 1 || responded[0].Approver != "alice" || string(responded[0].Result) != `{"tickets":[{"id":"TKT-9","n":9007199254740993}]}` {
+		t.Errorf("c-1's response in the trace: %+v, want alice's answer, exactly", responded)
 	}
 }
