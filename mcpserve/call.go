@@ -285,8 +285,9 @@ func done(id string, st workflows.CallStatus) *mcp.CallToolResult {
 		meta[MetaNote] = text.Clip(st.Note, maxMessageBytes)
 	}
 	switch st.Status {
-	case "ok", "cache_hit":
-	default: // rejected, expired, blocked, error
+	case workflows.TraceOK, workflows.TraceCacheHit:
+	case workflows.TraceResponded: // a human's answer in the tool's place: the result, and the note says whose
+	default: // rejected, cancelled, expired, blocked, error
 		msg := st.Error
 		if msg == "" {
 			msg = fmt.Sprintf("call %s (%s) ended %s", st.CallID, st.Tool, st.Status)
