@@ -72,8 +72,9 @@ type ExternalCall struct {
 	Tool       string `json:"tool"`
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Done: the call has finished, with Status (a trace status: ok,
-	// cache_hit, rejected, expired, blocked, error), Result or Error, and
-	// Note (an approver edited the arguments).
+	// cache_hit, responded, rejected, cancelled, expired, blocked, error),
+	// Result or Error, and Note (an approver edited the arguments, or a
+	// human answered in the tool's place).
 	Done   bool            `json:"done,omitempty"`
 	Status string          `json:"status,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
