@@ -70,13 +70,20 @@ type nodeRun struct {
 // It needs TOOLGATE_AGUI_NODE_CLIENT, the npm prefix holding the package
 // (npm install --prefix DIR @ag-ui/client@1.0.0), and node.
 func TestHttpAgentOfAGUIClientTakesTheStreams(t *testing.T) {
+	// Skipped where the client is not installed, unless TOOLGATE_REQUIRE_AGUI=1
+	// (CI) makes that a failure; testenv, which says the same, imports the
+	// Temporal server, which this package's tests must not build.
+	skip := t.Skip
+	if os.Getenv("TOOLGATE_REQUIRE_AGUI") == "1" {
+		skip = t.Fatal
+	}
 	prefix := os.Getenv("TOOLGATE_AGUI_NODE_CLIENT")
 	if prefix == "" {
-		t.Skip("TOOLGATE_AGUI_NODE_CLIENT is not set: the npm prefix holding @ag-ui/client 1.0.0")
+		skip("TOOLGATE_AGUI_NODE_CLIENT is not set: the npm prefix holding @ag-ui/client 1.0.0 (npm install --prefix DIR @ag-ui/client@1.0.0); TOOLGATE_REQUIRE_AGUI=1 fails instead")
 	}
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("no node on PATH")
+		skip("no node on PATH (Node.js 18 or later runs @ag-ui/client)")
 	}
 	f, closed := deskFake()
 	f.runs["agui-foreign"] = &fakeRun{info: RunInfo{Running: true}, st: workflows.State{Status: workflows.StatusWaitingForInput, Turn: 1}}
