@@ -4,17 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"sync"
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-
 	tgclient "github.com/toolgate/toolgate/client"
-	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/pgtest"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
@@ -41,15 +36,7 @@ func newDevProcStack(t *testing.T) (*stack, *proc) {
 		s.external = m[1]
 		return nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.external, Namespace: devserver.DefaultNamespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))})
-	if err != nil {
-		t.Fatalf("dialing %s: %v", s.external, err)
-	}
-	t.Cleanup(c.Close)
-	s.client, s.tg = c, tgclient.New(c)
+	s.dialExternal()
 	return s, dev
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -20,12 +19,7 @@ func TestMCPServeUnderPolicy(t *testing.T) {
 	dir := t.TempDir()
 	pub := map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
-		out, code := runCLI(t, waitTimeout, "keys", "new", name, "--dir", dir)
-		m := regexp.MustCompile(`key: "(ed25519:[A-Za-z0-9_-]+)"`).FindStringSubmatch(out)
-		if code != 0 || m == nil {
-			t.Fatalf("toolgate keys new %s: exit %d:\n%s", name, code, out)
-		}
-		pub[name] = m[1]
+		pub[name] = newCLIKey(t, dir, name)
 	}
 	pol := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -20,11 +19,7 @@ func TestRespondAndCancelFromTheCLI(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	dir := t.TempDir()
-	out, code := runCLI(t, waitTimeout, "keys", "new", "alice", "--dir", dir)
-	m := regexp.MustCompile(`key: "(ed25519:[A-Za-z0-9_-]+)"`).FindStringSubmatch(out)
-	if code != 0 || m == nil {
-		t.Fatalf("toolgate keys new alice: exit %d:\n%s", code, out)
-	}
+	alicePub := newCLIKey(t, dir, "alice")
 	pol := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
   alice: {key: %q, roles: [support]}
@@ -33,7 +28,7 @@ tools:
     rules:
       - {id: ask-archive, when: "args.query == 'archive'", decide: ask, approvers: {roles: [support]}}
   close_ticket: {approvers: {roles: [support]}}
-`, m[1])), 0o644); err != nil {
+`, alicePub)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.startWorkerProc("worker", nil, "--policy", pol)

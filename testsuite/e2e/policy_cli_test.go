@@ -63,15 +63,7 @@ func TestSignedDecisionsFromTheCLI(t *testing.T) {
 	dir := t.TempDir()
 	lines := map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
-		out, code := runCLI(t, waitTimeout, "keys", "new", name, "--dir", dir)
-		if code != 0 {
-			t.Fatalf("toolgate keys new %s: exit %d: %s", name, code, out)
-		}
-		m := regexp.MustCompile(`key: "(ed25519:[A-Za-z0-9_-]+)"`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("toolgate keys new %s printed no public key:\n%s", name, out)
-		}
-		lines[name] = m[1]
+		lines[name] = newCLIKey(t, dir, name)
 	}
 	pol := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
@@ -133,4 +125,20 @@ tools:
 	if len(approved) != 1 || approved[0].Approver != "alice" || approved[0].Reason != "checked" {
 		t.Errorf("c-3 approvals in the trace: %+v, want one by alice with her note", approved)
 	}
+}
+
+// publicKeyLine is the policy line `toolgate keys new` prints.
+var publicKeyLine = regexp.MustCompile(`key: "(ed25519:[A-Za-z0-9_-]+)"`)
+
+// newCLIKey makes name's key pair in dir with `toolgate keys new` (the
+// private key in dir/NAME.key) and returns the public key it prints for the
+// policy.
+func newCLIKey(t *testing.T, dir, name string) string {
+	t.Helper()
+	out, code := runCLI(t, waitTimeout, "keys", "new", name, "--dir", dir)
+	m := publicKeyLine.FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("toolgate keys new %s: exit %d, no public key printed:\n%s", name, code, out)
+	}
+	return m[1]
 }
