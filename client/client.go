@@ -22,6 +22,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolgate/toolgate/connect"
@@ -40,6 +41,9 @@ type Client struct {
 	resultCheck time.Duration
 	// queryTimeout bounds the queries of one run while listing (WithQueryTimeout).
 	queryTimeout time.Duration
+	// dc decodes histories (Steps, rewinds); namespace is where resets go.
+	dc        converter.DataConverter
+	namespace string
 }
 
 // Option configures a Client.
@@ -48,6 +52,15 @@ type Option func(*Client)
 // WithTaskQueue sets the task queue runs are started on, and whose runs
 // Pending lists (default workflows.TaskQueue).
 func WithTaskQueue(q string) Option { return func(c *Client) { c.taskQueue = q } }
+
+// WithDataConverter sets the data converter the run's payloads are written
+// with (connect's encryption codec, say), which Steps and Rewind decode
+// histories with. Dial sets the connection's.
+func WithDataConverter(dc converter.DataConverter) Option { return func(c *Client) { c.dc = dc } }
+
+// WithNamespace names tc's namespace (default "default"), which a rewind's
+// reset names. Dial sets the connection's.
+func WithNamespace(ns string) Option { return func(c *Client) { c.namespace = ns } }
 
 // New returns a Client over tc.
 func New(tc sdkclient.Client, opts ...Option) *Client {
@@ -63,11 +76,11 @@ func New(tc sdkclient.Client, opts ...Option) *Client {
 // key and encryption key file) and returns a Client over that connection.
 // Close it when done.
 func Dial(ctx context.Context, s connect.Settings, opts ...Option) (*Client, error) {
-	tc, _, err := connect.Dial(ctx, s, nil)
+	tc, conn, err := connect.Dial(ctx, s, nil)
 	if err != nil {
 		return nil, err
 	}
-	c := New(tc, opts...)
+	c := New(tc, append([]Option{WithDataConverter(conn.Options.DataConverter), WithNamespace(conn.Options.Namespace)}, opts...)...)
 	c.owned = true
 	return c, nil
 }

@@ -28,6 +28,8 @@ var (
 	// ErrBusy: the run cannot take the proposal now (too many calls open, or
 	// it is continuing as new); propose it again later.
 	ErrBusy = errors.New("busy")
+	// ErrStale: the run moved on since the preview a rewind was made from.
+	ErrStale = errors.New("stale preview")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.

@@ -63,8 +63,15 @@ func signDecision(id, action string, who Decider, it workflows.Interrupt, in wor
 // none of its calls. The token is valid for validFor (0: DefaultValidFor)
 // from now; start the run within that time.
 func SignStart(in *workflows.RunInput, id, approver string, key ed25519.PrivateKey, validFor time.Duration) error {
-	c := claims(approver, id, signed.ActionStart, validFor)
-	c.GoalDigest = workflows.GoalDigest(in.Goal)
+	return signStart(in, id, approver, signed.ActionStart, key, validFor)
+}
+
+// signStart signs in's start (or fork) as approver.
+func signStart(in *workflows.RunInput, id, approver, action string, key ed25519.PrivateKey, validFor time.Duration) error {
+	c := claims(approver, id, action, validFor)
+	if action == signed.ActionStart {
+		c.GoalDigest = workflows.GoalDigest(in.Goal)
+	}
 	unsigned := *in
 	unsigned.RequestToken = ""
 	raw, err := json.Marshal(unsigned)

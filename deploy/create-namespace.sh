@@ -5,6 +5,7 @@
 #
 #   ToolgateStatus        Keyword      the run's status (waiting_for_approval, ...)
 #   ToolgatePendingTools  KeywordList  tools of the calls waiting for a decision
+#   ToolgateForkedFrom    Keyword      a fork's source: WORKFLOW_ID/CALL_ID
 #
 # Idempotent: an existing namespace is kept, and adding a search attribute that
 # already exists with the same type is a no-op (the temporal CLI refuses only a
@@ -56,7 +57,8 @@ temporal operator namespace describe --namespace "$NAMESPACE" --address "$ADDRES
 echo "Adding toolgate's search attributes to '$NAMESPACE'..."
 retry 12 temporal operator search-attribute create --namespace "$NAMESPACE" --address "$ADDRESS" \
 	--name ToolgateStatus --type Keyword \
-	--name ToolgatePendingTools --type KeywordList
+	--name ToolgatePendingTools --type KeywordList \
+	--name ToolgateForkedFrom --type Keyword
 
 temporal operator search-attribute list --namespace "$NAMESPACE" --address "$ADDRESS"
 echo "Namespace '$NAMESPACE' is ready for toolgate"

@@ -49,6 +49,24 @@ func (p *Policy) Eligible(name string, need Approvers) error {
 	return fmt.Errorf("%s holds %v; this call needs one of %v", name, a.Roles, need.Roles)
 }
 
+// Operator says why name may not rewind or fork a run under this policy,
+// or returns nil when they may: they must hold one of the roles operators
+// names.
+func (p *Policy) Operator(name string) error {
+	a, ok := p.Approvers[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not an approver of this worker's policy", name)
+	case len(p.Operators) == 0:
+		return fmt.Errorf("this worker's policy names no operators (operators: [ROLE, …]), so nobody may rewind or fork a run under it")
+	case hasAny(a.Roles, p.Operators):
+		return nil
+	case len(a.Roles) == 0:
+		return fmt.Errorf("%s holds no role; rewinding or forking a run needs one of the operators' roles %v", name, p.Operators)
+	}
+	return fmt.Errorf("%s holds %v; rewinding or forking a run needs one of the operators' roles %v", name, a.Roles, p.Operators)
+}
+
 // ShareRole reports whether approvers a and b hold a role in common.
 func (p *Policy) ShareRole(a, b string) bool {
 	x, okA := p.Approvers[a]

@@ -57,3 +57,23 @@ func TestWhoMayDecide(t *testing.T) {
 	ta.Roles[0] = "x"
 	assert.Equal(t, finance1, p.ToolApprovers("refund"), "ToolApprovers returns a copy")
 }
+
+// TestOperator: only an approver holding one of the operators' roles may
+// rewind or fork; a policy with no operators lets nobody; Validate refuses
+// an operators role no approver holds.
+func TestOperator(t *testing.T) {
+	p := &Policy{Approvers: map[string]Approver{
+		"alice": {Key: testKey(1), Roles: []string{"sre"}},
+		"bob":   {Key: testKey(2), Roles: []string{"support"}},
+		"carol": {Key: testKey(3)},
+	}}
+	require.ErrorContains(t, p.Operator("alice"), "names no operators")
+	p.Operators = []string{"sre"}
+	require.NoError(t, p.Validate())
+	require.NoError(t, p.Operator("alice"))
+	require.ErrorContains(t, p.Operator("bob"), "bob holds [support]; rewinding or forking a run needs one of the operators' roles [sre]")
+	require.ErrorContains(t, p.Operator("carol"), "carol holds no role")
+	require.ErrorContains(t, p.Operator("mallory"), `"mallory" is not an approver`)
+	p.Operators = []string{"sre", "nobody"}
+	require.ErrorContains(t, p.Validate(), `operators[1]: no approver holds role "nobody"`)
+}

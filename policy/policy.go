@@ -63,4 +63,8 @@ type Policy struct {
 	// MaxTokenLifetime ("15m") lowers the longest a token may be valid
 	// (exp - iat) below signed.MaxLifetime. Empty: signed.MaxLifetime.
 	MaxTokenLifetime string `json:"max_token_lifetime,omitempty" yaml:"max_token_lifetime"`
+	// Operators are the roles whose approvers may rewind a run and fork one
+	// (toolgate rewind, toolgate fork), each a signed act. None: under this
+	// policy nobody may.
+	Operators []string `json:"operators,omitempty" yaml:"operators"`
 }

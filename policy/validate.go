@@ -66,6 +66,12 @@ func (p *Policy) Validate() error {
 			fail("max_token_lifetime", "%q: want a duration such as \"15m\", more than 0 and at most %s", p.MaxTokenLifetime, signed.MaxLifetime)
 		}
 	}
+	checkRoles("operators", p.Operators, fail)
+	for i, role := range p.Operators {
+		if nameRE.MatchString(role) && len(p.holders([]string{role})) == 0 {
+			fail(fmt.Sprintf("operators[%d]", i), "no approver holds role %q", role)
+		}
+	}
 	if n := len(p.Tools); n > MaxTools {
 		fail("tools", "%d declared, at most %d", n, MaxTools)
 	}

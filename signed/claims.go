@@ -16,6 +16,13 @@ const (
 	ActionGrant   = "grant"
 	ActionRevoke  = "revoke"
 	ActionStart   = "start"
+	// ActionRewind rewinds a run to just before CallID's step: Source names
+	// the run of the chain reset (its run id) and Preview the digest of the
+	// preview the operator saw (client.RewindPreview).
+	ActionRewind = "rewind"
+	// ActionFork starts a fork (a start token: InputDigest signs the fork's
+	// input, which names the source run and call).
+	ActionFork = "fork"
 )
 
 // MaxLifetime is the longest a token may be valid (exp - iat). A run refuses
@@ -59,8 +66,12 @@ type Claims struct {
 	// run's whole input with request_token left out (workflows.InputDigest):
 	// the token starts that input, under that workflow id, once.
 	InputDigest string `json:"input_digest,omitempty"`
-	IssuedAt    int64  `json:"iat"`
-	Expiry      int64  `json:"exp"`
+	// Source (rewind) is the run id of the run of the chain that is reset,
+	// and Preview the hex SHA-256 of the preview the operator signed for.
+	Source   string `json:"source,omitempty"`
+	Preview  string `json:"preview,omitempty"`
+	IssuedAt int64  `json:"iat"`
+	Expiry   int64  `json:"exp"`
 }
 
 // Grant is what a grant token allows: calls of Tool (that match When, a CEL

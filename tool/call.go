@@ -61,10 +61,11 @@ func InterruptApproved(ctx context.Context) bool {
 type Request struct {
 	// CallID is the run's id for this call ("c-3").
 	CallID string `json:"call_id"`
-	// IdempotencyKey is derived from the workflow id, the run chain and the
-	// call id; it is the same on every attempt, after a worker crash, a resume,
-	// continue-as-new and an operator's reset, so a side effect keyed by it
-	// happens once; a new run under a reused workflow id gets new keys.
+	// IdempotencyKey is derived from the workflow id, the run chain, the
+	// call id and its arguments (ArgsKey); it is the same on every attempt,
+	// after a worker crash, a resume, continue-as-new and a rewind, so a side
+	// effect keyed by it happens once; a new run under a reused workflow id,
+	// a fork, and a rewound call with other arguments get new keys.
 	IdempotencyKey string `json:"idempotency_key"`
 	// Args are the call's exact arguments.
 	Args json.RawMessage `json:"args"`
@@ -83,6 +84,20 @@ func IdempotencyKey(workflowID, chainID, callID string) string {
 		return workflowID + "/" + callID
 	}
 	return workflowID + "/" + chainID + "/" + callID
+}
+
+// ArgsKey is the idempotency key of runs of rules version 7 and later: the
+// key IdempotencyKey derives, then "/" and the first 16 hex digits of the
+// call's args_digest. The same call — same id, same arguments — has the same
+// key on every attempt and after a rewind; a rewound run that proposes the
+// call id again with other arguments gets another key, so a tool that
+// answers a repeated key with what it stored never hands one call's result to
+// another.
+func ArgsKey(key, argsDigest string) string {
+	if len(argsDigest) > 16 {
+		argsDigest = argsDigest[:16]
+	}
+	return key + "/" + argsDigest
 }
 
 // Response is what a tool's activity returns.

@@ -42,6 +42,9 @@ func Connect(ctx context.Context, s connect.Settings, taskQueue string, o Option
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if o.DataConverter == nil {
+		o.DataConverter = conn.Options.DataConverter
+	}
 	w, err := Start(c, taskQueue, o)
 	if err != nil {
 		c.Close()

@@ -11,12 +11,16 @@ import (
 	"slices"
 	"strings"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -55,6 +59,10 @@ type Options struct {
 	// worker you make yourself and Register on takes them in its own
 	// options (the SDK's worker.Options.Interceptors).
 	Interceptors []interceptor.WorkerInterceptor
+	// DataConverter is the one the worker's client writes payloads with
+	// (nil: the SDK's default): the fork activity decodes the source run's
+	// history with it.
+	DataConverter converter.DataConverter
 }
 
 // Config is what runs started on this worker are held to.
@@ -190,6 +198,33 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(), Status: info.GetStatus().String()}, nil
 }
 
+// readFork is the fork activity: it reads the source run's history from the
+// server and replays it to the fork's point. A source it cannot fork is a
+// refusal (not retried); a server it cannot reach is retried.
+func readFork(ctx context.Context, src workflows.ForkSource, dc converter.DataConverter) (workflows.ForkState, error) {
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return workflows.ForkState{}, errors.New("no Temporal client in this activity's context")
+	}
+	st, err := timeline.ForkState(ctx, c, src, timeline.Options{DataConverter: dc})
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no run %s: %v", src.WorkflowID, err), workflows.RefusedInput, nil)
+	case err != nil && ctx.Err() == nil && !isTransient(err):
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), workflows.RefusedInput, nil)
+	}
+	return st, err
+}
+
+// isTransient tells a server that could not answer from a refusal.
+func isTransient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // Register registers AgentRun, the config activity, every tool (its activity
 // bounded by tool.Bounded) and every planner on r.
 func Register(r Registry, o Options) error {
@@ -202,6 +237,10 @@ func Register(r Registry, o Options) error {
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
+	dc := o.DataConverter
+	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
+		return readFork(ctx, src, dc)
+	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	for _, t := range o.Tools {
 		// Whatever the tool returns, the activity reports a result within
 		// tool.MaxResultBytes (the marker beyond) and a failure within

@@ -74,6 +74,11 @@ type run struct {
 	// tasks (see historyLength).
 	lenSeen, localSince int
 
+	// obs watches a replay of this run (Observe); nil when it runs.
+	obs *Observer
+	// forkStep holds the proposals a fork starts with (fork.go).
+	forkStep []tool.Proposal
+
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }
 	metrics client.MetricsHandler
@@ -99,9 +104,13 @@ type run struct {
 //	                verdict; every token taken once per run chain; a start
 //	                token signs the whole input; a waiting run continues as
 //	                new with its pending calls
+//	6               outcomes said exactly (edited, cancelled, responded)
+//	7               rewind and fork: an idempotency key names the call's
+//	                arguments too; a run takes the rewound signal; a fork
+//	                starts from its source's state, read by the worker
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 6
+	versionCurrent  = 7
 )
 
 // Versions of versionChangeID.
@@ -115,13 +124,25 @@ const (
 	// cancelled and responded besides approved, rejected and expired — and
 	// the planner is told "not executed: …" for a call a human stopped.
 	versionOutcomes workflow.Version = 6
+	// versionRewind: rewind and fork (rewind.go, fork.go). A call's
+	// idempotency key names the digest of the arguments that run, so a call
+	// id a rewound run proposes again with other arguments is another key.
+	versionRewind workflow.Version = 7
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
 // through gate → memo → run → fallback, feeds the outcomes back, and ends with
 // the planner's answer — or, for a session, waits for the next message.
 func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
+	return agentRun(ctx, in, nil)
+}
+
+func agentRun(ctx workflow.Context, in RunInput, obs *Observer) (RunResult, error) {
 	r, err := newRun(ctx, in)
+	if err == nil && obs != nil {
+		r.obs = obs
+		obs.started(r)
+	}
 	if err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(err.Error(), RefusedInput, nil)
 	}
@@ -143,7 +164,9 @@ func AgentRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 // carried over by continue-as-new.
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	in = withDefaults(in)
-	if err := in.checkPolicy(); err != nil {
+	if in.Fork != nil && in.Carry == nil {
+		// A fork's settings are its source's: checked when it reads them.
+	} else if err := in.checkPolicy(); err != nil {
 		return nil, err
 	}
 	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
@@ -185,6 +208,11 @@ func (r *run) configure(ctx workflow.Context) error {
 	if r.in.Carry == nil {
 		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.Config); err != nil {
 			return fmt.Errorf("loading the worker's tools: %w", err)
+		}
+		if r.in.Fork != nil && r.version >= versionRewind {
+			if err := r.fork(ctx); err != nil {
+				return err
+			}
 		}
 	} else if r.version >= versionTrust {
 		if err := r.checkChain(lctx); err != nil {
@@ -264,7 +292,8 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 			r.errText = fmt.Sprintf("the planner gave no answer within max_turns (%d steps) of turn %d", r.in.MaxTurns, r.Turn)
 			return r.finish(ctx, StatusFailed)
 		}
-		decision, err := r.planStep(ctx)
+		r.observeStep(ctx)
+		decision, err := r.nextStep(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return RunResult{}, ctx.Err()

@@ -48,6 +48,19 @@ const (
 	// describes the run it was continued from, so the carried state is taken
 	// only from an AgentRun on the same task queue.
 	ChainActivity = "toolgate.chain"
+	// ForkActivity is the activity a fork starts with: the worker reads the
+	// source run's history from the server and replays it to the fork's
+	// point (ForkSource, ForkState), so a fork's state never comes from the
+	// client that started it.
+	ForkActivity = "toolgate.fork"
+
+	// SignalRewound tells a run that an operator rewound it (RewindNote):
+	// toolgate rewind resets the run, then sends it to the new run, which
+	// records who rewound it, to which call, from which preview.
+	SignalRewound = "rewound"
+	// QueryCheckRewind takes a RewindNote and answers whether the run would
+	// take it (the operator's token, under a policy) — before any reset.
+	QueryCheckRewind = "check_rewind"
 )
 
 // Approval policies (RunInput.approval).
@@ -86,6 +99,11 @@ const (
 	// TraceGrant: an approver granted a tool for the run, or revoked a grant
 	// (a record with no call id).
 	TraceGrant = "grant"
+	// TraceRewound: an operator rewound the run to just before the record's
+	// call (its step); TraceForked: the run is a fork of the record's call of
+	// another run (its first record).
+	TraceRewound = "rewound"
+	TraceForked  = "forked"
 )
 
 // Duration is a time.Duration written in JSON as Go duration text ("24h", "90s").
@@ -142,6 +160,12 @@ type RunInput struct {
 	// policy: the run records who requested it, and that approver may then
 	// approve none of its calls. A worker without a policy refuses it.
 	RequestToken string `json:"request_token,omitempty"`
+
+	// Fork starts this run as a fork of another run's call (fork.go). A fork
+	// input holds nothing else but request_token: its goal, planner and
+	// settings are the source run's, and its state is the source's just
+	// before the call's step, both read by the worker from the server.
+	Fork *Fork `json:"fork,omitempty"`
 
 	// Carry is written only by the run itself when it continues as new, and
 	// read only when the run was continued from an AgentRun on the same task
@@ -397,4 +421,6 @@ const MetricPrefix = "toolgate_"
 const (
 	SearchAttrStatus       = "ToolgateStatus"       // Keyword
 	SearchAttrPendingTools = "ToolgatePendingTools" // KeywordList
+	// SearchAttrForkedFrom names a fork's source: "WORKFLOW_ID/CALL_ID".
+	SearchAttrForkedFrom = "ToolgateForkedFrom" // Keyword
 )

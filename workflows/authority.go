@@ -32,16 +32,17 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 		}
 		return nil
 	}
-	e, err := policy.Compile(pol)
-	if err != nil {
-		return fmt.Errorf("the worker's policy: %w", err)
+	if err := r.compilePolicy(); err != nil {
+		return err
 	}
-	r.engine, r.exprs = e, map[string]*policy.Expr{}
 	if r.policy == PolicyAlwaysApprove {
 		return fmt.Errorf("approval %q refused: this worker's policy decides who approves what", PolicyAlwaysApprove)
 	}
 	if r.in.Carry != nil {
 		return nil // a continued run keeps the chain's RequestedBy
+	}
+	if r.in.Fork != nil && r.version >= versionRewind {
+		return nil // a fork's token was checked before it read its source (authorizeFork)
 	}
 	if r.in.RequestToken == "" {
 		if pol.RequireSignedStart && r.version >= versionTrust2 {
@@ -71,6 +72,19 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	}
 	r.spend(r.in.RequestToken, c)
 	r.RequestedBy = c.Approver
+	return nil
+}
+
+// compilePolicy compiles the worker's policy the run is held to, once.
+func (r *run) compilePolicy() error {
+	if r.engine != nil {
+		return nil
+	}
+	e, err := policy.Compile(r.Config.Policy)
+	if err != nil {
+		return fmt.Errorf("the worker's policy: %w", err)
+	}
+	r.engine, r.exprs = e, map[string]*policy.Expr{}
 	return nil
 }
 

@@ -207,9 +207,16 @@ func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approv
 			chain = info.WorkflowExecution.RunID
 		}
 	}
+	key := tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID)
+	if r.version >= versionRewind {
+		// A rewound run may propose this call id again with other
+		// arguments: that is another call, and another key.
+		d, _ := tool.Digest(c.Tool, c.Args) // c.Args is canonical: check passed
+		key = tool.ArgsKey(key, d)
+	}
 	req := tool.Request{
 		CallID:         c.ID,
-		IdempotencyKey: tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID),
+		IdempotencyKey: key,
 		Args:           c.Args,
 		Approval:       approval,
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +25,15 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryTrace, func() ([]TraceRecord, error) { return r.Trace, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryCheckRewind, func(n RewindNote) (string, error) {
+		if !r.ready {
+			return "", errors.New("the run is not configured yet: try again")
+		}
+		by, _, err := r.checkRewind(n)
+		return by, err
+	}); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryTool, func(name string) (tool.Spec, error) {
@@ -93,7 +103,7 @@ func (r *run) listen(ctx workflow.Context) {
 // names within a task): a rejection before an approval, so when both arrive
 // for one call at once the call is rejected and the approval is refused.
 func signalOrder() []string {
-	return []string{SignalReject, SignalRespond, SignalApprove, SignalMessage, SignalEnd}
+	return []string{SignalReject, SignalRespond, SignalApprove, SignalMessage, SignalEnd, SignalRewound}
 }
 
 // drain applies every signal delivered but not yet applied — those of names
@@ -150,6 +160,19 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 			refuse("", fmt.Errorf("message refused: %d messages already wait for their turn", len(r.Messages)))
 		default:
 			r.Messages = append(r.Messages, in.Text)
+		}
+	case SignalRewound:
+		if r.version < versionRewind {
+			refuse("", fmt.Errorf("signal %q is unknown: this run started under rules older than rewinds (version %d)", name, versionRewind))
+			return
+		}
+		var n RewindNote
+		if err := r.decode(raw, &n); err != nil {
+			refuse("", fmt.Errorf("rewind note refused: %v", err))
+			return
+		}
+		if err := r.rewound(n); err != nil {
+			refuse(n.CallID, err)
 		}
 	default:
 		refuse("", fmt.Errorf("signal %q is unknown: AgentRun takes %s", clip(name, MaxNameBytes), strings.Join(signalOrder(), ", ")))

@@ -21,12 +21,15 @@ func (r *run) accept(proposals []tool.Proposal) []tool.Call {
 		calls[i] = r.newCall(p.Tool, p.Args)
 	}
 	r.addTranscript(plan.Entry{Role: plan.RoleAssistant, Calls: calls})
+	r.observeAccept(calls)
 	return calls
 }
 
 func (r *run) newCall(toolName string, args []byte) tool.Call {
 	r.Calls++
-	return tool.Call{ID: fmt.Sprintf("c-%d", r.Calls), Tool: toolName, Args: args}
+	c := tool.Call{ID: fmt.Sprintf("c-%d", r.Calls), Tool: toolName, Args: args}
+	r.observeCall(c)
+	return c
 }
 
 // executeAll executes a step's calls concurrently — each with its own gate

@@ -328,8 +328,11 @@ func TestIdempotencyKeyNamesTheChain(t *testing.T) {
 	f.at(time.Minute, func() { f.approve("c-1") })
 	f.run(scripted(steps(call("refund", `{"booking_id":"BK-1","amount_cents":500}`))))
 	require.Len(t, f.desk.payments, 1)
+	d, err := tool.Digest("refund", json.RawMessage(`{"amount_cents":500,"booking_id":"BK-1"}`))
+	require.NoError(t, err)
 	for key := range f.desk.payments {
-		require.Equal(t, "default-test-workflow-id/default-test-run-id/c-1", key)
+		// Rules version 7: the key names the call's arguments too (tool.ArgsKey).
+		require.Equal(t, "default-test-workflow-id/default-test-run-id/c-1/"+d[:16], key)
 	}
 }
 

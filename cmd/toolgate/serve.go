@@ -33,6 +33,7 @@ import (
 var searchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	workflows.SearchAttrForkedFrom:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 func dataFlag(fs *flag.FlagSet) *string {
@@ -124,7 +125,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
-	opts.SearchAttributes = true
+	opts.SearchAttributes, opts.DataConverter = true, s.conn.Options.DataConverter
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
 		return nil, err

@@ -156,6 +156,7 @@ type Env struct {
 var searchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	workflows.SearchAttrForkedFrom:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // quietLogger is the SDK logger of the benchmark: errors only.

@@ -17,6 +17,7 @@ import (
 var SearchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	workflows.SearchAttrForkedFrom:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // DefaultStartTimeout is ServerOptions.Timeout's default.

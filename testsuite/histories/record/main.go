@@ -108,6 +108,7 @@ func run() error {
 		SearchAttributes: map[string]enumspb.IndexedValueType{
 			workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 			workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+			workflows.SearchAttrForkedFrom:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		},
 	})
 	if err != nil {

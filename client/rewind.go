@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/timeline"
+	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Operator is who rewinds or forks a run. Under a worker's policy the act is
+// signed with Key, and Name must hold one of the policy's operators roles;
+// without a policy Name is recorded as given.
+type Operator struct {
+	Name string
+	Key  ed25519.PrivateKey
+	// ValidFor is how long the signed act stays valid (default 10 minutes).
+	ValidFor time.Duration
+}
+
+// Steps reads run id's chain from the server and tells its steps: every
+// call with its status, approver and the point a rewind to it resets to.
+func (c *Client) Steps(ctx context.Context, id string) (*timeline.Timeline, error) {
+	t, err := timeline.Read(ctx, c.tc, id, timeline.Options{DataConverter: c.dc})
+	if err != nil {
+		return nil, c.classify(id, err)
+	}
+	return t, nil
+}
+
+// RewindPreview says what a rewind of run id to just before call's step
+// would do, and names it with a digest: Rewind takes that digest and is
+// refused once the run has moved on.
+func (c *Client) RewindPreview(ctx context.Context, id, call string) (timeline.Preview, error) {
+	t, err := c.Steps(ctx, id)
+	if err != nil {
+		return timeline.Preview{}, err
+	}
+	p, err := t.Preview(call)
+	if err != nil {
+		return p, refused(ErrRefusedInput, err.Error())
+	}
+	return p, nil
+}
+
+// Rewound is a rewind done: its preview and the run it made.
+type Rewound struct {
+	Preview timeline.Preview `json:"preview"`
+	RunID   string           `json:"run_id"`
+}
+
+// Rewind resets run id to just before call's step — a Temporal reset to the
+// end of the workflow task the step began in, re-applying no signal and no
+// update, so every approval after the point is gone — and tells the new run
+// who rewound it (workflows.SignalRewound). expect is the digest of the
+// preview the operator saw (RewindPreview): the rewind is refused, and
+// nothing changes, if the run has moved on since (ErrStale), or if the run
+// would not take the operator's act (checked first, by the run itself).
+func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operator) (Rewound, error) {
+	if expect == "" {
+		return Rewound{}, refused(ErrRefusedInput, "a rewind takes the digest of its preview (toolgate rewind "+id+" --to "+call+" --dry-run): say what you expect to happen")
+	}
+	p, err := c.RewindPreview(ctx, id, call)
+	if err != nil {
+		return Rewound{}, err
+	}
+	if p.Digest != expect {
+		return Rewound{Preview: p}, refused(ErrStale, fmt.Sprintf("run %s moved on since the preview %s: it is now %s (its current run %s has %d events); "+
+			"nothing changed — look at the new preview and rewind with its digest", id, clipTo(expect, 16), clipTo(p.Digest, 16), p.CurrentRunID, p.LastEvent))
+	}
+	note := workflows.RewindNote{CallID: call, Tool: p.Tool, Step: p.Step, BaseRunID: p.BaseRunID, Event: p.ResetEvent, Preview: p.Digest, By: by.Name}
+	if by.Key != nil {
+		cl := claims(by.Name, id, signed.ActionRewind, by.ValidFor)
+		cl.CallID, cl.Source, cl.Preview = call, p.BaseRunID, p.Digest
+		if note.Token, err = signed.Sign(by.Key, cl); err != nil {
+			return Rewound{}, fmt.Errorf("signing %s's rewind: %w", by.Name, err)
+		}
+	}
+	// The run checks the act before anything changes.
+	v, err := c.tc.QueryWorkflow(ctx, id, p.CurrentRunID, workflows.QueryCheckRewind, note)
+	if err != nil {
+		var qf *serviceerror.QueryFailed
+		if errors.As(err, &qf) {
+			return Rewound{Preview: p}, refused(ErrUnauthorized, "rewind refused by run "+id+": "+qf.Message+"; nothing changed")
+		}
+		return Rewound{Preview: p}, c.classify(id, err)
+	}
+	_ = v
+	ns := c.namespace
+	if ns == "" {
+		ns = "default"
+	}
+	resp, err := c.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 ns,
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: p.BaseRunID},
+		Reason:                    fmt.Sprintf("toolgate rewind to just before %s (step %d) by %s, preview %s", call, p.Step, by.Name, p.Digest),
+		WorkflowTaskFinishEventId: p.ResetEvent,
+		RequestId:                 "toolgate-rewind-" + p.Digest[:32],
+		ResetReapplyExcludeTypes: []enumspb.ResetReapplyExcludeType{enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
+			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_NEXUS, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_CANCEL_REQUEST},
+	})
+	if err != nil {
+		return Rewound{Preview: p}, fmt.Errorf("resetting run %s to event %d of run %s: %w", id, p.ResetEvent, p.BaseRunID, err)
+	}
+	if err := c.tc.SignalWorkflow(ctx, id, resp.GetRunId(), workflows.SignalRewound, note); err != nil {
+		return Rewound{Preview: p, RunID: resp.GetRunId()}, fmt.Errorf("run %s was rewound (new run %s), but telling it who rewound it failed: %w; "+
+			"the run goes on, and its trace will not name the rewind", id, resp.GetRunId(), err)
+	}
+	return Rewound{Preview: p, RunID: resp.GetRunId()}, nil
+}
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Fork starts run newID as a fork of run src at call at: a new run that
+// starts as src stood just before at's step — transcript, memo of reads,
+// call counter — and proposes that step again, with at's arguments replaced
+// by args if set. The worker reads src's state from the server; no approval
+// is carried, and the fork's idempotency keys are its own. Under a policy
+// the fork is signed by by, who must hold an operators role.
+func (c *Client) Fork(ctx context.Context, src, at, newID string, args json.RawMessage, by Operator) (sdkclient.WorkflowRun, error) {
+	in := workflows.RunInput{Fork: &workflows.Fork{Source: src, At: at}}
+	if len(args) > 0 {
+		canon, err := tool.Canonical(args)
+		if err != nil {
+			return nil, refused(ErrRefusedInput, fmt.Sprintf("fork arguments: %v", err))
+		}
+		in.Fork.Args = canon
+	}
+	if by.Key != nil {
+		if err := signStart(&in, newID, by.Name, signed.ActionFork, by.Key, by.ValidFor); err != nil {
+			return nil, err
+		}
+	}
+	return c.Start(ctx, newID, in)
+}
