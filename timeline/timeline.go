@@ -82,7 +82,9 @@ type Call struct {
 	// Status is the call's last trace status ("" if the trace no longer
 	// holds it, or it has none yet).
 	Status string `json:"status,omitempty"`
-	// Approver is who decided the call (its last decision), if anyone.
+	// Decision is the call's last decision (approved, edited, rejected,
+	// cancelled, responded) and Approver who made it, if anyone did.
+	Decision string          `json:"decision,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Result   json.RawMessage `json:"result,omitempty"`
 	Error    string          `json:"error,omitempty"`
@@ -251,7 +253,7 @@ func runStatus(s enumspb.WorkflowExecutionStatus) string {
 // last trace record across the chain.
 func steps(runs []Run, obs []*workflows.Observer) []Step {
 	last := map[string]workflows.TraceRecord{}
-	decided := map[string]string{}
+	decided, decision := map[string]string{}, map[string]string{}
 	ran := map[string]bool{}
 	destructive := map[string]bool{}
 	for _, o := range obs {
@@ -259,7 +261,7 @@ func steps(runs []Run, obs []*workflows.Observer) []Step {
 			last[rec.CallID] = rec
 			switch rec.Status {
 			case workflows.TraceApproved, workflows.TraceEdited, workflows.TraceRejected, workflows.TraceCancelled, workflows.TraceResponded:
-				decided[rec.CallID] = rec.Approver
+				decided[rec.CallID], decision[rec.CallID] = rec.Approver, rec.Status
 			case workflows.TraceOK, workflows.TraceInterrupted:
 				ran[rec.CallID] = true
 			case workflows.TraceError, workflows.TraceFallback:
@@ -288,7 +290,7 @@ func steps(runs []Run, obs []*workflows.Observer) []Step {
 					args = rec.Args // canonical (or an approver's edit)
 				}
 				step.Calls = append(step.Calls, Call{ID: c.ID, Tool: c.Tool, Args: args, Destructive: destructive[c.Tool], Fallback: j >= s.Proposed,
-					Status: rec.Status, Approver: decided[c.ID], Result: rec.Result, Error: rec.Error, Ran: ran[c.ID]})
+					Status: rec.Status, Decision: decision[c.ID], Approver: decided[c.ID], Result: rec.Result, Error: rec.Error, Ran: ran[c.ID]})
 			}
 			out = append(out, step)
 		}

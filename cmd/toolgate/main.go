@@ -55,6 +55,10 @@ Usage:
   toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON] [CONNECTION]
   toolgate reject  ID CALL_ID... --reason TEXT [--cancel] [--as NAME [--key FILE]] [CONNECTION]
   toolgate respond ID CALL_ID --response JSON [--note TEXT] [--as NAME [--key FILE]] [CONNECTION]
+  toolgate steps   ID [--json] [CONNECTION]          every call of the run's chain, its status, approver and rewind point
+  toolgate rewind  ID --to CALL_ID --dry-run [--json] [CONNECTION]      what a rewind would do, and its digest
+  toolgate rewind  ID --to CALL_ID --expect DIGEST [--as NAME [--key FILE]] [CONNECTION]
+  toolgate fork    ID --at CALL_ID --id NEW_ID [--args JSON] [--as NAME [--key FILE]] [CONNECTION]
   toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION] [CONNECTION]
   toolgate revoke  ID GRANT_ID --as NAME --key FILE [CONNECTION]
   toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s] [CONNECTION]
@@ -122,6 +126,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "respond": c.respond,
+		"steps": c.steps, "rewind": c.rewind, "fork": c.fork,
 		"pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 		"codec-server": c.codecServer, "agui": c.aguiCmd,

@@ -100,7 +100,7 @@ func testWorkerCrashAfterSideEffect(t *testing.T, s *stack) {
 		Approval: workflows.PolicyAlwaysApprove,
 		Planner:  scripted("refunded", step(call("refund", `{"booking_id":"BK-1","amount_cents":500}`))),
 	})
-	key := s.key(id, "c-1")
+	key := s.keyFor(id, "c-1", "refund", `{"booking_id":"BK-1","amount_cents":500}`)
 	if err := crashing.wait(t, waitTimeout); !killedBySIGKILL(err) {
 		t.Fatalf("crashing worker exit: %v, want killed by SIGKILL after the commit", err)
 	}

@@ -300,8 +300,25 @@ func (s *stack) approveByUpdate(id string, in workflows.DecisionInput) (workflow
 }
 
 // key is the idempotency key of callID in workflow id's current chain:
-// <workflow id>/<the chain's first run id>/<call id>.
+// <workflow id>/<the chain's first run id>/<call id>/<args digest, 16 hex>
+// (tool.ArgsKey), the arguments those the trace says the call ran with.
 func (s *stack) key(id, callID string) string {
+	s.t.Helper()
+	var rec workflows.TraceRecord
+	for _, r := range s.mustTrace(id) {
+		if r.CallID == callID && len(r.Args) > 0 {
+			rec = r
+		}
+	}
+	if rec.CallID == "" {
+		s.t.Fatalf("run %s: no trace record of %s holds its arguments", id, callID)
+	}
+	return s.keyFor(id, callID, rec.Tool, string(rec.Args))
+}
+
+// keyFor is the idempotency key of callID in workflow id's current chain,
+// the call being of toolName with args.
+func (s *stack) keyFor(id, callID, toolName, args string) string {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
@@ -309,7 +326,11 @@ func (s *stack) key(id, callID string) string {
 	if err != nil {
 		s.t.Fatalf("describing %s: %v", id, err)
 	}
-	return tool.IdempotencyKey(id, desc.GetWorkflowExecutionInfo().GetFirstRunId(), callID)
+	d, err := tool.Digest(toolName, json.RawMessage(args))
+	if err != nil {
+		s.t.Fatalf("run %s: %s's arguments: %v", id, callID, err)
+	}
+	return tool.ArgsKey(tool.IdempotencyKey(id, desc.GetWorkflowExecutionInfo().GetFirstRunId(), callID), d)
 }
 
 // signal sends a signal to the current run of id.
