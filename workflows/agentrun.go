@@ -164,8 +164,9 @@ func agentRun(ctx workflow.Context, in RunInput, obs *Observer) (RunResult, erro
 // carried over by continue-as-new.
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 	in = withDefaults(in)
-	if in.Fork != nil && in.Carry == nil {
-		// A fork's settings are its source's: checked when it reads them.
+	if in.Fork != nil {
+		// A fork's settings are its source's: checked when it reads them
+		// (and a carry given at its start is refused below).
 	} else if err := in.checkPolicy(); err != nil {
 		return nil, err
 	}

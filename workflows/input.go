@@ -73,8 +73,11 @@ func ParseRunInput(b []byte) (RunInput, error) {
 // already checked (under the rules of its day): its values are clamped
 // instead (withDefaults), so a bound lowered later cannot fail a live chain.
 func (in RunInput) checkFields(fields map[string]json.RawMessage) error {
-	if in.Fork != nil && in.Carry == nil {
+	switch {
+	case in.Fork != nil && in.Carry == nil:
 		return in.checkFork()
+	case in.Fork != nil:
+		return nil // a continued fork (or a forged carry, which the run refuses)
 	}
 	if err := in.checkPolicy(); err != nil {
 		return err
