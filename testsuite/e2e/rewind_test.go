@@ -153,3 +153,88 @@ func TestRewindBeforeTheRefund(t *testing.T) {
 		t.Fatalf("payments after the rewind: %+v, want the one payment", pays)
 	}
 }
+
+// A rewind to a call of an earlier run of the chain (the run continued as
+// new since), with the worker — a process — killed -9 right after the
+// reset and another started: the close comes back to the gate, the reads
+// after it run again, the refund waits again, and approved again each acts
+// once in all; the rewound history replays.
+func TestRewindAcrossContinueAsNewWithTheWorkerKilled(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	a := s.startWorkerProc("worker A", nil)
+	const id = "rewind-chain"
+	s.start(id, workflows.RunInput{Goal: "close TKT-1, look around, refund BK-1", HistoryLimit: 12, Planner: scripted("done",
+		step(call("search_tickets", `{"query":"charged twice"}`)),
+		step(call("close_ticket", `{"ticket_id":"TKT-1"}`)),
+		step(call("search_tickets", `{"query":"login"}`)),
+		step(call("search_tickets", `{"query":"invoice"}`)),
+		step(call("search_tickets", `{"query":"shipping"}`)),
+		step(call("refund", `{"booking_id":"BK-1","amount_cents":500}`)))})
+	s.awaitCalls(id, "c-2")
+	s.approveAll(id, "alice", "c-2")
+	s.awaitCalls(id, "c-6")
+	s.approveAll(id, "alice", "c-6")
+	if res := s.result(id, waitTimeout); res.Status != workflows.StatusCompleted {
+		t.Fatalf("before the rewind: %+v", res)
+	}
+	steps, err := s.tg.Steps(rewindCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps.Runs) < 2 {
+		t.Fatalf("the chain has %d runs, want the run to have continued as new", len(steps.Runs))
+	}
+	st, _, err := steps.Find("c-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RunID == steps.Runs[len(steps.Runs)-1].RunID {
+		t.Fatalf("c-2's step is in the current run %s, want an earlier run of the chain", st.RunID)
+	}
+	p, err := s.tg.RewindPreview(rewindCtx(t), id, "c-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept, reads []string
+	for _, k := range p.Kept {
+		kept = append(kept, k.ID)
+	}
+	for _, r := range p.Reads {
+		reads = append(reads, r.ID)
+	}
+	if !slices.Equal(kept, []string{"c-2", "c-6"}) || !slices.Equal(reads, []string{"c-3", "c-4", "c-5"}) || p.BaseRunID != st.RunID {
+		t.Fatalf("preview: kept %v, reads %v, base %s; want the close and the refund, the three reads after, run %s", kept, reads, p.BaseRunID, st.RunID)
+	}
+	if _, err := s.tg.Rewind(rewindCtx(t), id, "c-2", p.Digest, tgclient.Operator{Name: "olga"}); err != nil {
+		t.Fatal(err)
+	}
+	a.kill()
+	_ = a.wait(t, waitTimeout)
+	s.startWorkerProc("worker B", nil)
+	s.awaitCalls(id, "c-2")
+	s.approveAll(id, "bob", "c-2")
+	s.awaitCalls(id, "c-6")
+	s.approveAll(id, "bob", "c-6")
+	res := s.result(id, waitTimeout)
+	if res.Status != workflows.StatusCompleted {
+		t.Fatalf("after the rewind: %+v", res)
+	}
+	if pays := s.payments("BK-1"); len(pays) != 1 {
+		t.Fatalf("payments: %+v, want one", pays)
+	}
+	if tk := s.ticket("TKT-1"); tk.Status != "closed" || tk.ClosedBy != s.key(id, "c-2") {
+		t.Fatalf("TKT-1: %+v", tk)
+	}
+	after, err := s.tg.Steps(rewindCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range after.Steps {
+		for _, c := range s.Calls {
+			if c.Destructive && c.Approver != "bob" {
+				t.Errorf("after the rewind %s is approved by %q, want bob (alice's approvals were dropped)", c.ID, c.Approver)
+			}
+		}
+	}
+}
