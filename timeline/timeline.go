@@ -179,11 +179,36 @@ func replayable(events []*historypb.HistoryEvent) []*historypb.HistoryEvent {
 		return events
 	}
 	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			return events[:i+1]
+		if events[i].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			continue
 		}
+		// Keep the task's commands and messages: the replay matches them.
+		id, j := events[i].GetEventId(), i+1
+		for ; j < len(events); j++ {
+			t := events[j].GetEventType()
+			if taskOf(events[j]) != id && t != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED && t != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED {
+				break
+			}
+		}
+		return events[:j]
 	}
 	return nil
+}
+
+// taskOf is the workflow task whose command made ev (its attributes'
+// workflow_task_completed_event_id), or 0.
+func taskOf(ev *historypb.HistoryEvent) int64 {
+	m := ev.ProtoReflect()
+	f := m.WhichOneof(m.Descriptor().Oneofs().ByName("attributes"))
+	if f == nil || f.Message() == nil {
+		return 0
+	}
+	inner := m.Get(f).Message()
+	fd := inner.Descriptor().Fields().ByName("workflow_task_completed_event_id")
+	if fd == nil {
+		return 0
+	}
+	return inner.Get(fd).Int()
 }
 
 func isClose(t enumspb.EventType) bool {

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// Under a policy, rewind and fork are signed acts of an operator: from the
+// toolgate CLI, an approver without an operators role is refused (and the
+// run is unchanged), an unsigned rewind too; the operator's rewind is
+// recorded with their name, and so is their fork.
+func TestRewindAndForkAreAnOperatorsSignedActs(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	dir := t.TempDir()
+	alicePub, olgaPub := newCLIKey(t, dir, "alice"), newCLIKey(t, dir, "olga")
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
+  alice: {key: %q, roles: [support]}
+  olga:  {key: %q, roles: [sre]}
+operators: [sre]
+tools:
+  close_ticket: {approvers: {roles: [support]}}
+`, alicePub, olgaPub)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.startWorkerProc("worker", nil, "--policy", pol)
+	plan := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(plan, []byte(`{"goal":"close TKT-1","planner":{"kind":"scripted","answer":"done",
+  "turns":[[{"tool":"search_tickets","args":{"query":"charged twice"}}],[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}]]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := []string{"--address", s.server.Address()}
+	as := func(who string) []string { return []string{"--as", who, "--key", filepath.Join(dir, who+".key")} }
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		out, code := runCLI(t, waitTimeout, append(args, addr...)...)
+		if code != want {
+			t.Fatalf("toolgate %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	const id = "policy-rewind"
+	cli(0, "run", "--id", id, "--plan", plan)
+	s.awaitCalls(id, "c-2")
+	cli(0, append([]string{"approve", id, "c-2"}, as("alice")...)...)
+	if res := s.result(id, waitTimeout); res.Status != workflows.StatusCompleted {
+		t.Fatalf("before: %+v", res)
+	}
+	out := cli(0, "steps", id)
+	if !regexp.MustCompile(`(?m)^2\s+1\s+c-2\s+close_ticket \(destructive\)\s+ok\s+alice\s+run \S+ event \d+$`).MatchString(out) {
+		t.Errorf("toolgate steps:\n%s", out)
+	}
+	out = cli(0, "rewind", id, "--to", "c-2", "--dry-run")
+	m := regexp.MustCompile(`(?m)^digest: ([0-9a-f]{64})$`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "c-2 close_ticket {\"ticket_id\":\"TKT-1\"} ->") || !strings.Contains(out, "c-2 close_ticket approved by alice") {
+		t.Fatalf("toolgate rewind --dry-run:\n%s", out)
+	}
+	digest := m[1]
+	before := len(s.mustTrace(id))
+
+	if out := cli(1, append([]string{"rewind", id, "--to", "c-2", "--expect", digest}, as("alice")...)...); !strings.Contains(out, "alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
+		t.Errorf("alice's rewind:\n%s", out)
+	}
+	if out := cli(1, "rewind", id, "--to", "c-2", "--expect", digest, "--as", "olga"); !strings.Contains(out, "unsigned") {
+		t.Errorf("an unsigned rewind:\n%s", out)
+	}
+	if after := s.mustState(id); after.Status != workflows.StatusCompleted || len(s.mustTrace(id)) != before {
+		t.Errorf("refused rewinds changed the run: %+v", after)
+	}
+	if out := cli(0, append([]string{"rewind", id, "--to", "c-2", "--expect", digest}, as("olga")...)...); !strings.Contains(out, "rewound "+id+" to just before c-2 (step 2) by olga") {
+		t.Errorf("olga's rewind:\n%s", out)
+	}
+	s.awaitCalls(id, "c-2")
+	tr := s.mustTrace(id)
+	if got := records(tr, "c-2", workflows.TraceRewound); len(got) != 1 || got[0].Approver != "olga" {
+		t.Errorf("the rewind in the trace: %+v", tr)
+	}
+
+	fork := []string{"fork", id, "--at", "c-2", "--id", "policy-fork", "--args", `{"ticket_id":"TKT-2"}`}
+	cli(0, append(fork, as("alice")...)...) // the start is sent; the run refuses it
+	var res workflows.RunResult
+	if err := s.client.GetWorkflow(rewindCtx(t), "policy-fork", "").Get(rewindCtx(t), &res); err == nil ||
+		!strings.Contains(err.Error(), "fork refused: alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
+		t.Errorf("alice's fork: %v, want refused", err)
+	}
+	fork[5] = "policy-fork-2"
+	cli(0, append(fork, as("olga")...)...)
+	st := s.awaitCalls("policy-fork-2", "c-2")
+	if st.RequestedBy != "olga" || string(st.Interrupts[0].CallArgs) != `{"ticket_id":"TKT-2"}` {
+		t.Errorf("olga's fork: %+v", st)
+	}
+}
