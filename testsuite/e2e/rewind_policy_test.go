@@ -63,6 +63,7 @@ tools:
 		t.Fatalf("toolgate rewind --dry-run:\n%s", out)
 	}
 	digest := m[1]
+	t.Logf("toolgate rewind --dry-run:\n%s", out)
 	before := len(s.mustTrace(id))
 
 	if out := cli(1, append([]string{"rewind", id, "--to", "c-2", "--expect", digest}, as("alice")...)...); !strings.Contains(out, "alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
