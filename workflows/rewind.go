@@ -84,7 +84,12 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 	return c.Approver, c, nil
 }
 
-func clipDigest(d string) string { return clip(d, 16) }
+func clipDigest(d string) string {
+	if len(d) > 16 {
+		return clip(d[:16], 16)
+	}
+	return clip(d, 16)
+}
 
 // rewound records a rewind note the run takes: who rewound it, to which
 // call, from which preview. A note it refuses is kept in state.refused.
