@@ -264,6 +264,7 @@ func TestNamespaceJobCreatesTheWorkflowsSearchAttributes(t *testing.T) {
 	want := map[string]string{
 		workflows.SearchAttrStatus:       "Keyword",
 		workflows.SearchAttrPendingTools: "KeywordList",
+		workflows.SearchAttrForkedFrom:   "Keyword",
 	}
 	got := map[string]string{}
 	for _, m := range saFlags.FindAllStringSubmatch(string(readFile(t, "deploy/create-namespace.sh")), -1) {

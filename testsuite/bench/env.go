@@ -106,7 +106,8 @@ func Bare(ctx workflow.Context, in BareInput) (int, error) {
 	}
 	for i, p := range in.Calls {
 		id := fmt.Sprintf("c-%d", i+1)
-		req := tool.Request{CallID: id, IdempotencyKey: tool.IdempotencyKey(wid, chain, id), Args: p.Args}
+		d, _ := tool.Digest(p.Tool, p.Args) // as AgentRun keys a call (rules version 7)
+		req := tool.Request{CallID: id, IdempotencyKey: tool.ArgsKey(tool.IdempotencyKey(wid, chain, id), d), Args: p.Args}
 		var resp tool.Response
 		var err error
 		if localTools[p.Tool] {

@@ -173,7 +173,7 @@ func TestMCPFilesystemWriteGatedExactlyOnceAcrossACrash(t *testing.T) {
 	if written.content != "after\n" {
 		t.Fatalf("after the crash the file reads %q, want the write done once", written.content)
 	}
-	key := s.key(id, "c-1")
+	key := s.keyFor(id, "c-1", mcpWrite, writeArgs(file, "after\n"))
 	j, err := mcpsource.OpenJournal(filepath.Join(s.dataDir, "mcp-journal.db"))
 	if err != nil {
 		t.Fatal(err)

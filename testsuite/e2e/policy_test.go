@@ -88,8 +88,9 @@ func (d *payDesk) done(id string) []string {
 	defer d.mu.Unlock()
 	var out []string
 	for key, effect := range d.effects {
-		if rest, ok := strings.CutPrefix(key, id+"/"); ok {
-			out = append(out, rest[strings.LastIndex(rest, "/")+1:]+" "+effect)
+		if rest, ok := strings.CutPrefix(key, id+"/"); ok { // CHAIN/CALL_ID/ARGS_DIGEST16 (tool.ArgsKey)
+			parts := strings.Split(rest, "/")
+			out = append(out, parts[min(1, len(parts)-1)]+" "+effect)
 		}
 	}
 	slices.Sort(out)
