@@ -492,9 +492,16 @@ func TestRewindTampered(t *testing.T) {
 		{"another reset point", func(n *workflows.RewindNote) { n.Event = 9 },
 			"the note names a reset of run " + rewoundBase + " to event 9, the history's is to event 14"},
 		{"unsigned", func(n *workflows.RewindNote) { n.Token = "" }, "unsigned: the run's policy takes a rewind only signed by an operator"},
+		{"in another run's history", nil, `the token is for run "fixture-rewound", not this run ("another-run")`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			file := edit(t, "rewound_v7.json", func(h *historypb.History) { editRewindNote(t, h, c.change) })
+			file := edit(t, "rewound_v7.json", func(h *historypb.History) {
+				if c.change == nil {
+					h.Events[0].GetWorkflowExecutionStartedEventAttributes().WorkflowId = "another-run"
+					return
+				}
+				editRewindNote(t, h, c.change)
+			})
 			rep, err := audit.File(file, nil)
 			require.NoError(t, err)
 			rw := entryOf(t, rep, audit.KindRewind)
@@ -505,8 +512,18 @@ func TestRewindTampered(t *testing.T) {
 			assert.Equal(t, int64(14), reset.EventID)
 			assert.Contains(t, reset.Result, "run "+rewoundBase+" reset: \"toolgate rewind to just before c-2 (step 2) by dave")
 			assert.Contains(t, reset.Problem, "unattributed reset: no verified rewind note (an operator's signed rewind) follows it")
-			assert.ElementsMatch(t, []string{audit.KindRewind, audit.KindReset}, failedKinds(rep))
-			assert.True(t, entryBy(t, rep, audit.KindApprove, "alice").Verified, "the approval is untouched")
+			want := []string{audit.KindRewind, audit.KindReset}
+			if c.change == nil {
+				want = append(want, audit.KindApprove) // alice's token names the run too
+			} else {
+				assert.True(t, entryBy(t, rep, audit.KindApprove, "alice").Verified, "the approval is untouched")
+			}
+			assert.ElementsMatch(t, want, failedKinds(rep))
+			// The run's trace records the rewind it took: a note naming
+			// another call, base run or preview is not the one it took.
+			taken := c.name != "another call" && c.name != "another base run" && c.name != "another preview"
+			assert.Equal(t, taken, rw.Applied, rw.Result)
+			assert.Equal(t, !taken, strings.HasSuffix(rw.Result, "; not taken by the run (its trace records no such rewind)"), rw.Result)
 		})
 	}
 }
