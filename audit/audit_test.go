@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
@@ -586,16 +588,6 @@ func TestRewindAndForkNeedAnOperator(t *testing.T) {
 	}
 }
 
-// editStartInput rewrites the run's input in its start event.
-func editStartInput(t *testing.T, h *historypb.History, change func(map[string]any)) {
-	t.Helper()
-	p := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
-	var in map[string]any
-	require.NoError(t, json.Unmarshal(p.Data, &in))
-	change(in)
-	p.Data, _ = json.Marshal(in)
-}
-
 // A fork's token binds its whole input (input_digest), is dave's (the
 // signature), for this workflow id, and comes as a fork.
 func TestForkTampered(t *testing.T) {
@@ -605,13 +597,13 @@ func TestForkTampered(t *testing.T) {
 		problem string
 	}{
 		{"other arguments", func(h *historypb.History) {
-			editStartInput(t, h, func(in map[string]any) { in["fork"].(map[string]any)["args"] = map[string]any{"ticket_id": "TKT-9"} })
+			editInput(t, h, func(in map[string]any) { in["fork"].(map[string]any)["args"] = map[string]any{"ticket_id": "TKT-9"} })
 		}, "the token signs another input: its input_digest"},
 		{"another source", func(h *historypb.History) {
-			editStartInput(t, h, func(in map[string]any) { in["fork"].(map[string]any)["source"] = "fixture-approve" })
+			editInput(t, h, func(in map[string]any) { in["fork"].(map[string]any)["source"] = "fixture-approve" })
 		}, "the token signs another input"},
 		{"the approver swapped for alice", func(h *historypb.History) {
-			editStartInput(t, h, func(in map[string]any) {
+			editInput(t, h, func(in map[string]any) {
 				in["request_token"] = withClaim(t, in["request_token"].(string), "sub", "alice")
 			})
 		}, "bad signature: not signed with alice's key"},
@@ -619,10 +611,10 @@ func TestForkTampered(t *testing.T) {
 			h.Events[0].GetWorkflowExecutionStartedEventAttributes().WorkflowId = "another-fork"
 		}, `the token is for run "fixture-forked", not this run ("another-fork")`},
 		{"a fork token as a plain start", func(h *historypb.History) {
-			editStartInput(t, h, func(in map[string]any) { delete(in, "fork"); in["goal"] = "close TKT-1" })
+			editInput(t, h, func(in map[string]any) { delete(in, "fork"); in["goal"] = "close TKT-1" })
 		}, `the token signs "fork" but came as "start"`},
 		{"unsigned", func(h *historypb.History) {
-			editStartInput(t, h, func(in map[string]any) { delete(in, "request_token") })
+			editInput(t, h, func(in map[string]any) { delete(in, "request_token") })
 		}, "unsigned: the run's policy takes a fork only signed by an operator"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -637,28 +629,11 @@ func TestForkTampered(t *testing.T) {
 	}
 }
 
-// withoutPolicy removes the policy from the run's recorded config (its
-// toolgate.config marker), as a run on a worker without --policy records.
+// withoutPolicy removes the policy from the run's recorded config, as a
+// run on a worker without --policy records it.
 func withoutPolicy(t *testing.T, h *historypb.History) {
 	t.Helper()
-	for _, ev := range h.Events {
-		m := ev.GetMarkerRecordedEventAttributes()
-		if m.GetMarkerName() != "LocalActivity" {
-			continue
-		}
-		var data struct{ ActivityType string }
-		require.NoError(t, json.Unmarshal(m.GetDetails()["data"].GetPayloads()[0].GetData(), &data))
-		if data.ActivityType != workflows.ConfigActivity {
-			continue
-		}
-		p := m.GetDetails()["result"].GetPayloads()[0]
-		var cfg map[string]any
-		require.NoError(t, json.Unmarshal(p.Data, &cfg))
-		delete(cfg, "policy")
-		p.Data, _ = json.Marshal(cfg)
-		return
-	}
-	t.Fatal("no config marker")
+	editConfig(t, h, func(c *workflows.WorkerConfig) { c.Policy = nil })
 }
 
 // Without a policy a rewind note is unsigned and says who rewound the run
@@ -699,4 +674,50 @@ func TestRewindWithoutPolicy(t *testing.T) {
 	assert.Equal(t, "unattributed reset: no rewind note follows it; its reason is whatever whoever reset the run wrote", reset.Problem)
 	assert.Empty(t, rep.Failed())
 	assert.Equal(t, 2, rep.Unverified())
+}
+
+// A fork's signer requested the run: as any requester, they may decide
+// none of its calls. (alice, with a key the test holds and the ops role,
+// signs the fork and her approval again.)
+func TestForkRequesterApprovesNothing(t *testing.T) {
+	file := edit(t, "forked_v7.json", func(h *historypb.History) {
+		pub, priv, err := signed.GenerateKey()
+		require.NoError(t, err)
+		editConfig(t, h, func(c *workflows.WorkerConfig) {
+			c.Policy.Approvers["alice"] = policy.Approver{Key: signed.FormatPublicKey(pub), Roles: []string{"support", "ops"}}
+		})
+		editDecision(t, h, "alice", func(in *workflows.DecisionInput) {
+			in.Token = must(signed.Sign(priv, must(signed.Peek(in.Token))))
+		})
+		editInput(t, h, func(in map[string]any) {
+			c := must(signed.Peek(in["request_token"].(string)))
+			c.Approver = "alice"
+			in["request_token"] = must(signed.Sign(priv, c))
+		})
+	})
+	rep := auditFile(t, file, nil)
+	assert.Empty(t, rep.Failed(), "every token verifies")
+	assert.Equal(t, "alice", entryOf(t, rep, audit.KindFork).Approver)
+	x := onlyMismatch(t, rep)
+	assert.Equal(t, "c-2", x.CallID)
+	assert.Contains(t, x.Problem, "and has 0")
+}
+
+// A fork the run refused (it failed "fork refused: …") is not applied: an
+// unsigned one under a policy then fails nothing, the run having done
+// nothing with it.
+func TestForkRefused(t *testing.T) {
+	file := edit(t, "forked_v7.json", func(h *historypb.History) {
+		editInput(t, h, func(in map[string]any) { delete(in, "request_token") })
+		last := h.Events[len(h.Events)-1]
+		last.EventType = enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+		last.Attributes = &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{
+			Failure: &failurepb.Failure{Message: "fork refused: under this worker's policy a fork is an operator's signed act"}}}
+	})
+	rep := auditFile(t, file, nil)
+	fork := entryOf(t, rep, audit.KindFork)
+	assert.True(t, fork.Unsigned)
+	assert.False(t, fork.Applied)
+	assert.Equal(t, "refused: fork refused: under this worker's policy a fork is an operator's signed act", fork.Result)
+	assert.NotContains(t, failedKinds(rep), audit.KindFork)
 }
