@@ -11,6 +11,12 @@
 //     with the outcome from WorkflowExecutionUpdateCompleted) or as signals
 //     (WorkflowExecutionSignaled);
 //   - grant and revoke updates;
+//   - a rewind (rules version 7): the rewound signal's note, under a policy
+//     an operator's signed rewind, tied to the reset (WorkflowTaskFailed of
+//     cause RESET_WORKFLOW) the run's history holds; a reset no verified
+//     note follows is listed as unattributed (KindReset);
+//   - a fork's start (RunInput.fork), under a policy an operator's signed
+//     request_token of act fork over its whole input;
 //   - the decisions the run's policy took by itself, from the trace in the
 //     run's result (WorkflowExecutionCompleted): calls allowed or denied by a
 //     rule ("rule:<id>") and calls let through by a grant ("grant:<name>").
@@ -20,7 +26,10 @@
 // workflow id, for the action it came as, and — for approve and reject — for
 // the call (and, when the payload names them, the approver and the
 // args_digest) it was sent with; a start's input_digest must be its input's
-// (rules version 5 and later; before, its goal_digest the goal's SHA-256). A rule decision is checked by evaluating the policy's rules again
+// (rules version 5 and later; before, its goal_digest the goal's SHA-256),
+// and a fork's always. A rewind's and a fork's signer must hold one of the
+// policy's operators roles (policy.Policy.Operator), and a rewind's token
+// must sign the note's call, base run and preview. A rule decision is checked by evaluating the policy's rules again
 // on the call's recorded arguments; a grant's use by finding the verified,
 // applied grant it relies on.
 //
@@ -71,6 +80,9 @@ const (
 	KindRespond  = signed.ActionRespond // a signed answer in the tool's place
 	KindGrant    = signed.ActionGrant   // a signed grant
 	KindRevoke   = signed.ActionRevoke  // a signed revocation of a grant
+	KindRewind   = signed.ActionRewind  // an operator's rewind of the run (its rewound note)
+	KindFork     = signed.ActionFork    // an operator's fork: the run's start, as a fork of another
+	KindReset    = "reset"              // a reset of the run no verified rewind note follows: unattributed
 	KindRule     = "rule"               // a call allowed or denied by a rule of the policy
 	KindGrantUse = "grant-use"          // a call let through by a grant
 	KindUnsigned = "unsigned"           // an approve or reject without a token
@@ -82,6 +94,7 @@ const (
 	ViaSignal = "signal"
 	ViaStart  = "start"
 	ViaTrace  = "trace" // taken by the run itself; found in its trace
+	ViaReset  = "reset" // the reset's WorkflowTaskFailed event (cause RESET_WORKFLOW)
 )
 
 // ProblemUnsigned is the Problem of an unsigned decision of a run without a
@@ -93,15 +106,17 @@ type Entry struct {
 	At      time.Time // the event's time (for trace entries, the trace record's)
 	EventID int64
 	Kind    string // KindStart … KindUnsigned
-	Via     string // ViaUpdate | ViaSignal | ViaStart | ViaTrace
+	Via     string // ViaUpdate | ViaSignal | ViaStart | ViaTrace | ViaReset
 	CallID  string
 	Tool    string // trace entries and grants
 	// Approver is the token's sub (as claimed: see Verified), or for an
-	// unsigned decision the payload's approver, or "rule:<id>" /
-	// "grant:<name>" from the trace.
+	// unsigned decision the payload's approver (an unsigned rewind note's
+	// by), or "rule:<id>" / "grant:<name>" from the trace.
 	Approver string
 	Rule     string // the rule that asked for (or took) the decision, from the trace
-	Digest   string // the args_digest the token signs (trace entries: the call's)
+	// Digest is the args_digest the token signs (trace entries: the
+	// call's; a rewind: the digest of the preview it was made from).
+	Digest string
 	// EditedDigest is set when an approval edited the call's arguments: the
 	// digest of the arguments approved instead.
 	EditedDigest string
@@ -116,6 +131,9 @@ type Entry struct {
 	// policy's rules decide the same; grant uses: a verified grant precedes).
 	Verified bool
 	Problem  string // why not Verified
+	// Unsigned: a rewind note or a fork that came without a token (an
+	// approve or reject without one is KindUnsigned).
+	Unsigned bool
 }
 
 // Signed says whether the entry is a signed decision (one carrying a token).
@@ -123,6 +141,8 @@ func (e Entry) Signed() bool {
 	switch e.Kind {
 	case KindStart, KindApprove, KindReject, KindRespond, KindGrant, KindRevoke:
 		return true
+	case KindRewind, KindFork:
+		return !e.Unsigned
 	}
 	return false
 }
@@ -166,10 +186,12 @@ func (r Report) Mismatches() []Execution {
 	return out
 }
 
-// Failed lists the entries that fail the audit: signed decisions that do
-// not verify, rule and grant decisions the policy does not back, and an
-// unsigned update a run under a policy applied. Unsigned decisions of a run
-// without a policy are not failures: nothing could authenticate them.
+// Failed lists the entries that fail the audit: signed decisions (rewinds
+// and forks too) that do not verify, rule and grant decisions the policy
+// does not back, an unsigned update, rewind note or fork a run under a
+// policy applied, and under a policy a reset no verified rewind note
+// follows. Unsigned decisions and resets of a run without a policy are not
+// failures: nothing could authenticate them.
 func (r Report) Failed() []Entry {
 	var out []Entry
 	for _, e := range r.Entries {
@@ -177,6 +199,12 @@ func (r Report) Failed() []Entry {
 			continue
 		}
 		if e.Kind == KindUnsigned && !(r.Recorded && e.Applied && e.Via == ViaUpdate) {
+			continue
+		}
+		if e.Unsigned && !(r.Recorded && e.Applied) {
+			continue // a run under a policy refuses it; an unattributed reset (KindReset) fails instead
+		}
+		if e.Kind == KindReset && !r.Recorded {
 			continue
 		}
 		out = append(out, e)

@@ -40,7 +40,10 @@ type auditor struct {
 	claims    map[int]signed.Claims   // entry index -> a verified token's claims
 	grantUses map[string][]string     // grant id -> the calls it let through so far
 	tokens    []pendingToken
-	ran       []ranCall // tool activities scheduled, in event order
+	resets    []resetEvent           // the resets the history holds, in event order
+	rewinds   []int                  // entry indexes of the rewind notes
+	notes     []workflows.RewindNote // and their notes, in the same order
+	ran       []ranCall              // tool activities scheduled, in event order
 	locals    []localRun
 	runRes    *workflows.RunResult
 	traceAt   int64 // the event holding the trace
@@ -87,9 +90,10 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 		a.startAt = -1
 		attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 		var in struct {
-			Goal         string `json:"goal"`
-			Approval     string `json:"approval"`
-			RequestToken string `json:"request_token"`
+			Goal         string          `json:"goal"`
+			Approval     string          `json:"approval"`
+			RequestToken string          `json:"request_token"`
+			Fork         *workflows.Fork `json:"fork"`
 			Carry        *struct {
 				RequestedBy string                  `json:"requested_by"`
 				Config      *workflows.WorkerConfig `json:"config"`
@@ -117,7 +121,9 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 			}
 			a.rep.Notes = append(a.rep.Notes, "a continued run: its earlier decisions are in the histories of the runs before it")
 		}
-		if in.RequestToken != "" {
+		if in.Fork != nil {
+			a.startFork(at, id, in.Fork, in.RequestToken)
+		} else if in.RequestToken != "" {
 			a.startAt = len(a.rep.Entries)
 			a.rep.Entries = append(a.rep.Entries, Entry{At: at, EventID: id, Kind: KindStart, Via: ViaStart, Applied: true,
 				Approver: peekApprover(in.RequestToken), Problem: "pending"})
@@ -166,8 +172,16 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 				e.Result = res.Grant.ID
 			}
 		}
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW {
+			a.resets = append(a.resets, resetEvent{at: at, eventID: id, base: f.GetBaseRunId(), reason: f.GetFailure().GetMessage()})
+		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 		s := ev.GetWorkflowExecutionSignaledEventAttributes()
+		if s.GetSignalName() == workflows.SignalRewound {
+			a.rewindNote(at, id, s.GetInput())
+			return nil
+		}
 		if i := a.decision(at, id, ViaSignal, s.GetSignalName(), s.GetInput()); i >= 0 {
 			a.rep.Entries[i].Applied = true
 		}
@@ -254,6 +268,7 @@ type pendingToken struct {
 	token  string
 	action string
 	in     *workflows.DecisionInput // approve and reject: the payload it came with
+	note   *workflows.RewindNote    // a rewind: the note it came with
 }
 
 // decision makes the entry of an approve, reject, respond, grant or revoke update or
@@ -302,7 +317,8 @@ func (a *auditor) finish() {
 	if a.pol != nil {
 		a.engine, a.engErr = policy.Compile(a.pol)
 	}
-	if a.startAt >= 0 && a.closedAs == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED && strings.Contains(a.failMsg, "request_token refused") {
+	if a.startAt >= 0 && a.closedAs == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED &&
+		(strings.Contains(a.failMsg, "request_token refused") || a.rep.Entries[a.startAt].Kind == KindFork && strings.Contains(a.failMsg, "fork refused")) {
 		a.rep.Entries[a.startAt].Applied = false
 		a.rep.Entries[a.startAt].Result = "refused: " + a.failMsg
 	}
@@ -310,13 +326,20 @@ func (a *auditor) finish() {
 		a.verify(t)
 	}
 	for i := range a.rep.Entries {
-		if e := &a.rep.Entries[i]; e.Kind == KindUnsigned {
+		if e := &a.rep.Entries[i]; e.Kind == KindUnsigned || e.Unsigned {
 			e.Problem = ProblemUnsigned
-			if a.rep.Recorded {
+			switch {
+			case !a.rep.Recorded:
+			case e.Kind == KindRewind:
+				e.Problem = "unsigned: the run's policy takes a rewind only signed by an operator"
+			case e.Kind == KindFork:
+				e.Problem = "unsigned: the run's policy takes a fork only signed by an operator"
+			default:
 				e.Problem = "unsigned: the run's policy takes only signed decisions"
 			}
 		}
 	}
+	a.checkRewinds()
 	a.executions()
 	a.trace()
 	switch a.closedAs {

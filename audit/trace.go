@@ -36,6 +36,8 @@ func (a *auditor) trace() {
 		switch e.Kind {
 		case KindApprove, KindReject, KindRespond, KindUnsigned:
 			e.Rule, e.Tool = ruleOf[e.CallID], toolOf[e.CallID]
+		case KindFork:
+			e.Tool = toolOf[e.CallID]
 		}
 	}
 	for _, r := range a.runRes.Trace {

@@ -21,7 +21,9 @@ func (a *auditor) verify(t pendingToken) {
 	if c.Approver != "" {
 		e.Approver = c.Approver
 	}
-	if t.action != signed.ActionStart && t.action != signed.ActionGrant && t.action != signed.ActionRevoke {
+	switch t.action {
+	case signed.ActionStart, signed.ActionFork, signed.ActionGrant, signed.ActionRevoke, signed.ActionRewind:
+	default:
 		if e.Digest == "" {
 			e.Digest = c.ArgsDigest
 		}
@@ -30,7 +32,7 @@ func (a *auditor) verify(t pendingToken) {
 	if c.Grant != nil {
 		e.Tool = c.Grant.Tool
 	}
-	if t.action == signed.ActionStart && err == nil && e.Applied && !a.continued {
+	if (t.action == signed.ActionStart || t.action == signed.ActionFork) && err == nil && e.Applied && !a.continued {
 		a.reqBy = c.Approver // a continued run keeps the chain's requester (its carry)
 	}
 	if err != nil {
@@ -64,10 +66,20 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 	case c.Action != t.action:
 		return c, fmt.Errorf("the token signs %q but came as %q", c.Action, t.action)
 	}
-	if t.action == signed.ActionStart {
-		if err := a.checkStart(c); err != nil {
+	if t.action == signed.ActionStart || t.action == signed.ActionFork {
+		if err := a.checkStart(c, t.action); err != nil {
 			return c, err
 		}
+	}
+	if t.action == signed.ActionRewind || t.action == signed.ActionFork {
+		// A rewind and a fork are an operator's acts.
+		if err := a.pol.Operator(c.Approver); err != nil {
+			return c, fmt.Errorf("not an operator's %s: %v", t.action, err)
+		}
+	}
+	if n := t.note; n != nil && (c.CallID != n.CallID || c.Source != n.BaseRunID || c.Preview != n.Preview) {
+		return c, fmt.Errorf("the token signs a rewind of run %s to %s from preview %s, not the note's (run %s to %s from preview %s)",
+			c.Source, c.CallID, clipDigest(c.Preview), n.BaseRunID, n.CallID, clipDigest(n.Preview))
 	}
 	if in := t.in; in != nil {
 		switch {
@@ -104,9 +116,10 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 // as runs of version 4 and older checked it). A continued run's input is its
 // predecessor's with the carry added, re-encoded: the chain's first run
 // checked the input_digest (its history holds the proof), so here only the
-// goal, which continue-as-new keeps, is checked.
-func (a *auditor) checkStart(c signed.Claims) error {
-	if a.version >= versionTrust2 && !a.continued {
+// goal, which continue-as-new keeps, is checked. A fork (rules version 7)
+// is always checked by its input_digest.
+func (a *auditor) checkStart(c signed.Claims, action string) error {
+	if (a.version >= versionTrust2 || action == signed.ActionFork) && !a.continued {
 		d, err := workflows.InputDigest(a.input)
 		switch {
 		case err != nil:

@@ -170,6 +170,20 @@ func TestCompileCopiesPolicy(t *testing.T) {
 	assert.ErrorContains(t, err, "approvers")
 }
 
+// TestCompileKeepsEveryField: the compiled policy is an equal copy of the
+// one compiled — its operators too (a rewind checks them on Engine.Policy).
+func TestCompileKeepsEveryField(t *testing.T) {
+	p, err := Parse([]byte(examplePolicy()))
+	require.NoError(t, err)
+	p.Operators, p.RequireSignedStart, p.MaxTokenLifetime = []string{"finance"}, true, "15m"
+	e, err := Compile(p)
+	require.NoError(t, err)
+	assert.Equal(t, p, e.Policy())
+	p.Operators[0] = "support"
+	assert.Equal(t, []string{"finance"}, e.Policy().Operators)
+	assert.NoError(t, e.Policy().Operator("bob"))
+}
+
 func TestCompileExpr(t *testing.T) {
 	e := mustCompile(t, examplePolicy())
 	x, err := e.CompileExpr("tool == 'refund' && args.amount_cents < 1000 && requested_by != 'mallory'")

@@ -112,9 +112,15 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 			if e.EditedDigest != "" {
 				kind += " (edit " + short(e.EditedDigest) + ")"
 			}
-			result := e.Result
+			result, width := e.Result, 60
 			if e.Kind == audit.KindGrant && e.Tool != "" {
 				result += " " + e.Tool
+			}
+			switch e.Kind {
+			case audit.KindRewind, audit.KindFork:
+				width = 160 // they name runs and event ids, and a fork its arguments
+			case audit.KindReset:
+				width = 240 // and the reason whoever reset the run gave
 			}
 			check := "verified"
 			if !e.Verified {
@@ -122,7 +128,7 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format("2006-01-02T15:04:05.000Z"),
 				oneLine(kind), e.Via, cell(e.CallID, 24), cell(e.Approver, 40), cell(e.Rule, 40), dash(short(e.Digest)),
-				cell(result, 60), truncate(oneLine(check), 300))
+				cell(result, width), truncate(oneLine(check), 300))
 		}
 		tw.Flush()
 	}

@@ -258,3 +258,49 @@ func TestWarnPolicyWorkerOptions(t *testing.T) {
 	require.NotNil(t, wo.policy)
 	assert.Equal(t, "policy: warning: "+file+shadowWarning+": a call both match is allowed, so no-test-refunds never denies it (small-refunds shadows it); put no-test-refunds first\n", stderr.String())
 }
+
+// auditRows is each table row of audit's output without its time.
+func auditRows(out string) []string {
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "20") { // a row starts with its time
+			rows = append(rows, strings.Join(strings.Fields(l)[1:], " "))
+		}
+	}
+	return rows
+}
+
+// A rewind (rules version 7) is listed as its own entry from the rewound
+// signal, and a fork's start as a fork, each verified as an operator's act.
+func TestAuditRewindAndFork(t *testing.T) {
+	out, err := runAudit(t, filepath.Join(auditHistories, "rewound_v7.json"), filepath.Join(auditHistories, "forked_v7.json"))
+	require.NoError(t, err, out)
+	rows := auditRows(out)
+	require.Len(t, rows, 6, out)
+	assert.Equal(t, "rewind signal c-2 dave - 0bee20c786db rewound to just before c-2 (step 2): run 01a2327d-b6d1-7257-8b84-ad8e8451e322 reset to event 14 verified", rows[0])
+	assert.Equal(t, `fork start c-2 dave - - fork of fixture-forked-source at c-2, its arguments replaced with {"ticket_id":"TKT-1"} verified`, rows[3])
+	assert.Contains(t, out, "total: 4 decisions in 2 histories, 0 not verified; 2 executed calls checked, 0 not matching what let them run\n")
+}
+
+// A rewind note whose token was made to name alice (no operator) fails the
+// audit, and so does the reset it no longer attributes.
+func TestAuditRewindTampered(t *testing.T) {
+	file := editPayload(t, "rewound_v7.json", `"signalName": "rewound"`, func(n map[string]any) {
+		parts := strings.Split(n["token"].(string), ".")
+		raw := must(base64.RawURLEncoding.DecodeString(parts[1]))
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(raw, &c))
+		c["sub"] = "alice"
+		parts[1] = base64.RawURLEncoding.EncodeToString(must(json.Marshal(c)))
+		n["token"] = strings.Join(parts, ".")
+	})
+	out, err := runAudit(t, file)
+	assert.Equal(t, 1, exitCode(err), out)
+	assert.EqualError(t, err, "audit failed: 2 decisions not verified")
+	rows := auditRows(out)
+	require.Len(t, rows, 4, out)
+	assert.Regexp(t, `^reset reset - - - - run 01a2327d-b6d1-7257-8b84-ad8e8451e322 reset: "toolgate rewind to just before c-2 \(step 2\) by dave, preview 0bee20c786db[0-9a-f]+" `+
+		`NOT VERIFIED: unattributed reset: no verified rewind note \(an operator's signed rewind\) follows it`, rows[0])
+	assert.Regexp(t, `^rewind signal c-2 alice - 0bee20c786db .* NOT VERIFIED: bad signature: not signed with alice's key in the policy$`, rows[1])
+	assert.Contains(t, out, "3 decisions, 2 not verified, 2 of them FAIL the audit\n")
+}

@@ -198,6 +198,16 @@ type flow struct {
 	approvers []string
 	// edited: the call whose approved record must show original_args.
 	edited string
+	// operators: the worker's policy is fixturePolicy with dave's role ops
+	// as its operators (who may rewind and fork a run), a variant of its own
+	// so the flows recorded before there were operators record as they did.
+	operators bool
+	// id is the run's workflow id; "": fixture-NAME.
+	id string
+	// then, if set, runs once the run has closed (after drive or
+	// signedDrive) and names the run to export and check instead of it —
+	// a rewind's new run, a fork — with that run's result.
+	then func(ctx context.Context, cl client.Client, id string, s *signers) (exportID, exportRun string, res workflows.RunResult, err error)
 }
 
 func proposal(toolName, args string) tool.Proposal {
@@ -446,6 +456,8 @@ var flows = []flow{
 		edited:    "c-1",
 	},
 	outcomesFlow(),
+	rewoundFlow(),
+	forkedFlow(),
 }
 
 // record runs one flow on a worker of its own (its own desk database under
@@ -460,10 +472,13 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 	opts.AllowAutoApprove = true
 	opts.SearchAttributes = true
 	id := "fixture-" + f.name
+	if f.id != "" {
+		id = f.id
+	}
 	in := f.in
 	var s *signers
 	if f.policy {
-		if s, err = newSigners(); err != nil {
+		if s, err = newSigners(f.operators); err != nil {
 			return nil, err
 		}
 		opts.Policy = s.policy
@@ -499,6 +514,11 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 	var res workflows.RunResult
 	if err := wr.Get(ctx, &res); err != nil { // follows continue-as-new to the last run
 		return nil, err
+	}
+	if f.then != nil {
+		if id, firstRun, res, err = f.then(ctx, cl, id, s); err != nil {
+			return nil, err
+		}
 	}
 	if err := check(f, res); err != nil {
 		return nil, err

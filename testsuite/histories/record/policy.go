@@ -51,7 +51,13 @@ type signers struct {
 	policy *policy.Policy
 }
 
-func newSigners() (*signers, error) {
+// fixtureOperators is what the rewound and forked flows add to
+// fixturePolicy: dave (ops) may rewind and fork a run.
+const fixtureOperators = "operators: [ops]\n"
+
+// newSigners generates the approvers' keys; operators: the policy names
+// fixtureOperators too.
+func newSigners(operators bool) (*signers, error) {
 	s := &signers{keys: map[string]ed25519.PrivateKey{}}
 	var pubs []any
 	for _, name := range fixtureApprovers {
@@ -62,7 +68,11 @@ func newSigners() (*signers, error) {
 		s.keys[name] = priv
 		pubs = append(pubs, signed.FormatPublicKey(pub))
 	}
-	p, err := policy.Parse([]byte(fmt.Sprintf(fixturePolicy, pubs...)))
+	text := fmt.Sprintf(fixturePolicy, pubs...)
+	if operators {
+		text += fixtureOperators
+	}
+	p, err := policy.Parse([]byte(text))
 	if err != nil {
 		return nil, err
 	}

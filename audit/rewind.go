@@ -1,0 +1,137 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// This file audits rewinds and forks (rules version 7). A rewind is a
+// Temporal reset of the run — the new run's history holds the events
+// before the reset point, then a WorkflowTaskFailed event of cause
+// RESET_WORKFLOW naming the base run, then what the new run did — followed
+// by the rewound signal, the note that says who rewound it: under a policy
+// an operator's signed rewind (KindRewind). A reset no verified note
+// follows is listed as unattributed (KindReset): anyone who may reset
+// workflows on the server can make one, and its reason is free text. A
+// fork is a run started as a fork of another (RunInput.fork), under a
+// policy with an operator's signed request_token of act fork over its
+// input (KindFork).
+
+// resetEvent is a reset as the new run's history holds it.
+type resetEvent struct {
+	at      time.Time
+	eventID int64
+	base    string // the run that was reset
+	reason  string // the reset's reason, as whoever reset it gave it
+}
+
+// startFork makes the entry of a fork's start: the operator's token (act
+// fork), verified once the policy is read.
+func (a *auditor) startFork(at time.Time, id int64, f *workflows.Fork, token string) {
+	a.startAt = len(a.rep.Entries)
+	e := Entry{At: at, EventID: id, Kind: KindFork, Via: ViaStart, CallID: f.At, Applied: true, Problem: "pending",
+		Result: fmt.Sprintf("fork of %s at %s", f.Source, f.At)}
+	if len(f.Args) > 0 {
+		e.Result += ", its arguments replaced with " + string(f.Args)
+	}
+	if token == "" {
+		e.Unsigned = true
+	} else {
+		e.Approver = peekApprover(token)
+		a.tokens = append(a.tokens, pendingToken{at: a.startAt, token: token, action: signed.ActionFork})
+	}
+	a.rep.Entries = append(a.rep.Entries, e)
+}
+
+// rewindNote makes the entry of a rewound signal: who says they rewound the
+// run, to which call, from which preview.
+func (a *auditor) rewindNote(at time.Time, id int64, p *commonpb.Payloads) {
+	e := Entry{At: at, EventID: id, Kind: KindRewind, Via: ViaSignal, Applied: true, Problem: "pending"}
+	i := len(a.rep.Entries)
+	var n workflows.RewindNote
+	if err := decodePayload(p, &n); err != nil {
+		e.Problem = "malformed rewind note: " + err.Error()
+		a.rep.Entries = append(a.rep.Entries, e)
+		return
+	}
+	e.CallID, e.Tool, e.Digest = n.CallID, n.Tool, n.Preview
+	e.Result = fmt.Sprintf("rewound to just before %s (step %d): run %s reset to event %d", n.CallID, n.Step, n.BaseRunID, n.Event)
+	if n.Token == "" {
+		e.Unsigned, e.Approver = true, n.By
+	} else {
+		e.Approver = peekApprover(n.Token)
+		a.tokens = append(a.tokens, pendingToken{at: i, token: n.Token, action: signed.ActionRewind, note: &n})
+	}
+	a.rep.Entries = append(a.rep.Entries, e)
+	a.rewinds = append(a.rewinds, i)
+	a.notes = append(a.notes, n)
+}
+
+// checkRewinds ties each rewind note to the reset it names — one of the
+// base run it names, at the event it names, before the note — and whether
+// the run took it (its trace records the rewind); then lists every reset no
+// verified note follows as unattributed. Without a policy a note cannot be
+// verified: there a reset is attributed by a note that names it (as they
+// say), and the note is listed as unsigned.
+func (a *auditor) checkRewinds() {
+	attributed := map[int64]bool{}
+	for k, i := range a.rewinds {
+		e, n := &a.rep.Entries[i], a.notes[k]
+		var reset *resetEvent
+		for j := range a.resets {
+			if r := &a.resets[j]; r.eventID < e.EventID && r.base == n.BaseRunID {
+				reset = r
+			}
+		}
+		var problem string
+		switch {
+		case reset == nil:
+			problem = fmt.Sprintf("no reset of run %s precedes the note in this history: the run was not rewound as the note says", n.BaseRunID)
+		case reset.eventID != n.Event:
+			problem = fmt.Sprintf("the note names a reset of run %s to event %d, the history's is to event %d", n.BaseRunID, n.Event, reset.eventID)
+		case e.Verified || (e.Unsigned && !a.rep.Recorded):
+			attributed[reset.eventID] = true
+		}
+		if problem != "" {
+			e.Verified = false
+			if e.Problem != "" {
+				problem = e.Problem + "; " + problem
+			}
+			e.Problem = problem
+		}
+		if a.runRes != nil && !tracesRewind(a.runRes.Trace, n) {
+			e.Applied = false
+			e.Result += "; not taken by the run (its trace records no such rewind)"
+		}
+	}
+	for _, r := range a.resets {
+		if attributed[r.eventID] {
+			continue
+		}
+		e := Entry{At: r.at, EventID: r.eventID, Kind: KindReset, Via: ViaReset, Applied: true,
+			Result: fmt.Sprintf("run %s reset: %q", r.base, r.reason)}
+		e.Problem = "unattributed reset: no verified rewind note (an operator's signed rewind) follows it; its reason is whatever whoever reset the run wrote"
+		if !a.rep.Recorded {
+			e.Problem = "unattributed reset: no rewind note follows it; its reason is whatever whoever reset the run wrote"
+		}
+		a.rep.Entries = append(a.rep.Entries, e)
+	}
+}
+
+// tracesRewind: the run's trace records the rewind the note says (the
+// record AgentRun makes of a note it takes, which names its preview).
+func tracesRewind(trace []workflows.TraceRecord, n workflows.RewindNote) bool {
+	for _, r := range trace {
+		if r.Status == workflows.TraceRewound && r.CallID == n.CallID && strings.Contains(r.Reason, "preview "+n.Preview) &&
+			strings.Contains(r.Reason, "run "+n.BaseRunID+" ") {
+			return true
+		}
+	}
+	return false
+}
