@@ -1,6 +1,8 @@
 package timeline
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -43,5 +45,77 @@ func TestReplayableKeepsTheLastTasksCommands(t *testing.T) {
 	}
 	if got := replayable(events[:3]); got != nil {
 		t.Fatalf("no task completed: %d events kept, want none", len(got))
+	}
+}
+
+func signal(id int64, name string) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventId: id, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionSignaledEventAttributes{
+			WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{SignalName: name}}}
+}
+
+// The preview sorts the calls after the point: a destructive call that ran
+// stays done, a read that ran runs again, a human's decision is dropped (a
+// rule's decides again by itself), a call before the point is none of
+// these; user messages after the point are counted, and the digest names
+// all of it.
+func TestPreviewSaysWhatStaysAndWhatIsDropped(t *testing.T) {
+	tl := &Timeline{WorkflowID: "w", LastEvent: 40,
+		Runs: []Run{{RunID: "r1", Version: 7, Planner: "scripted"}, {RunID: "r2", Version: 7, Planner: "scripted"}},
+		Steps: []Step{
+			{Step: 1, RunID: "r1", ResetEvent: 4, Calls: []Call{{ID: "c-1", Tool: "close_ticket", Destructive: true, Ran: true, Decision: "approved", Approver: "alice"}}},
+			{Step: 2, RunID: "r1", ResetEvent: 10, Calls: []Call{
+				{ID: "c-2", Tool: "refund", Destructive: true, Ran: true, Decision: "approved", Approver: "bob"},
+				{ID: "c-3", Tool: "search_tickets", Ran: true}}},
+			{Step: 3, RunID: "r1", ResetEvent: 10, Calls: []Call{{ID: "c-4", Tool: "refund", Destructive: true, Ran: true, Decision: "approved", Approver: "rule:small"}}},
+			{Step: 4, RunID: "r2", ResetEvent: 6, Calls: []Call{
+				{ID: "c-5", Tool: "close_ticket", Destructive: true, Decision: "rejected", Approver: "carol"},
+				{ID: "c-6", Tool: "search_tickets", Status: "cache_hit"}}},
+		},
+		chain: []chainRun{
+			{id: "r1", events: []*historypb.HistoryEvent{signal(3, "message"), signal(12, "message"), signal(13, "approve")}},
+			{id: "r2", events: []*historypb.HistoryEvent{signal(2, "message")}},
+		}}
+	p, err := tl.Preview("c-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(cs []Call) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	for what, got := range map[string][]string{"redo": p.Redo, "kept": ids(p.Kept), "dropped": ids(p.Dropped), "reads": ids(p.Reads)} {
+		want := map[string][]string{"redo": {"c-2", "c-3", "c-4", "c-5", "c-6"}, "kept": {"c-2", "c-4"}, "dropped": {"c-2", "c-5"}, "reads": {"c-3"}}[what]
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+		}
+	}
+	if p.Messages != 2 || p.BaseRunID != "r1" || p.ResetEvent != 10 || p.Step != 2 {
+		t.Errorf("preview %+v: want 2 messages dropped, run r1 reset to event 10", p)
+	}
+	if p.Digest != p.digest() || len(p.Digest) != 64 {
+		t.Errorf("digest %q", p.Digest)
+	}
+	// c-4's step began in the workflow task c-2's began in: a rewind to c-4
+	// runs that task again from its start, so it redoes c-2's step too.
+	if q, err := tl.Preview("c-4"); err != nil || fmt.Sprint(q.Redo) != "[c-2 c-3 c-4 c-5 c-6]" {
+		t.Errorf("a rewind to c-4 redoes %v (%v), want every call from c-2's step on", q.Redo, err)
+	}
+	tl.LastEvent++
+	if q, _ := tl.Preview("c-2"); q.Digest == p.Digest {
+		t.Error("a run that moved on has the same digest")
+	}
+	if _, err := tl.Preview("c-9"); err == nil {
+		t.Error("a preview of a call the run never made")
+	}
+	tl.Runs[0].Version = 6
+	if _, err := tl.Preview("c-2"); err == nil || !strings.Contains(err.Error(), "rules version 6") {
+		t.Errorf("a chain started under rules 6: %v", err)
+	}
+	tl.Runs[0].Version, tl.Runs[1].Planner = 7, "external"
+	if _, err := tl.Preview("c-2"); err == nil || !strings.Contains(err.Error(), "external client") {
+		t.Errorf("an externally planned chain: %v", err)
 	}
 }

@@ -46,6 +46,9 @@ func (c *cli) steps(ctx context.Context, args []string) error {
 // printSteps writes a chain's steps as a table, one call a line.
 func printSteps(w io.Writer, t *timeline.Timeline) {
 	fmt.Fprintf(w, "run %s: %d runs in its chain, %d steps\n", oneLine(t.WorkflowID), len(t.Runs), len(t.Steps))
+	if err := t.Check(); err != nil {
+		fmt.Fprintf(w, "(rewind and fork do not apply: %s)\n", oneLine(err.Error()))
+	}
 	fmt.Fprintf(w, "%-5s %-5s %-7s %-24s %-12s %-12s %s\n", "STEP", "TURN", "CALL", "TOOL", "STATUS", "APPROVER", "REWIND POINT")
 	for _, s := range t.Steps {
 		for _, cl := range s.Calls {

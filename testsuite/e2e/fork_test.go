@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -65,6 +68,17 @@ func TestForkAtACallWithEditedArguments(t *testing.T) {
 	if tk := s.ticket("TKT-4"); tk.Status != "closed" || tk.ClosedBy != s.key(fork, "c-3") || tk.ApprovedBy != "bob" {
 		t.Errorf("TKT-4 %+v: want closed by the fork's own key %s, approved by bob", tk, s.key(fork, "c-3"))
 	}
+	testenv.Eventually(t, waitTimeout, "the fork found by its source", func() error {
+		resp, err := s.client.ListWorkflow(rewindCtx(t), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("%s = '%s/c-3'", workflows.SearchAttrForkedFrom, src)})
+		if err != nil {
+			return err
+		}
+		if n := len(resp.GetExecutions()); n != 1 || resp.GetExecutions()[0].GetExecution().GetWorkflowId() != fork {
+			return fmt.Errorf("%d runs forked from %s/c-3", n, src)
+		}
+		return nil
+	})
 	after, err := s.client.DescribeWorkflowExecution(rewindCtx(t), src, "")
 	if err != nil {
 		t.Fatal(err)
