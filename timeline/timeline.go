@@ -317,7 +317,9 @@ func steps(runs []Run, obs []*workflows.Observer) []Step {
 				step.Calls = append(step.Calls, Call{ID: c.ID, Tool: c.Tool, Args: args, Destructive: destructive[c.Tool], Fallback: j >= s.Proposed,
 					Status: rec.Status, Decision: decision[c.ID], Approver: decided[c.ID], Result: rec.Result, Error: rec.Error, Ran: ran[c.ID]})
 			}
-			out = append(out, step)
+			if len(step.Calls) > 0 { // a step that answered proposed nothing to rewind to
+				out = append(out, step)
+			}
 		}
 	}
 	return out

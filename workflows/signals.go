@@ -87,7 +87,10 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 // are pending from its first task, and no decision on them may be taken
 // before its policy is loaded.
 func (r *run) listen(ctx workflow.Context) {
-	gated := len(r.resumed) > 0
+	// From rules version 7 every run waits (a reset may re-run its first
+	// task with a signal in it: a rewind's note is checked against the
+	// policy, which is loaded only then).
+	gated := len(r.resumed) > 0 || r.version >= versionRewind
 	for ctx.Err() == nil {
 		if workflow.Await(ctx, func() bool {
 			return len(workflow.GetUnhandledSignalNames(ctx)) > 0 && (r.ready || !gated)

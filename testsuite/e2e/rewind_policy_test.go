@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -33,7 +34,7 @@ tools:
 	s.startWorkerProc("worker", nil, "--policy", pol)
 	plan := filepath.Join(dir, "plan.json")
 	if err := os.WriteFile(plan, []byte(`{"goal":"close TKT-1","planner":{"kind":"scripted","answer":"done",
-  "turns":[[{"tool":"search_tickets","args":{"query":"charged twice"}}],[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}]]}}`), 0o644); err != nil {
+  "turns":[[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}],[{"tool":"search_tickets","args":{"query":"charged twice"}}]]}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := []string{"--address", s.server.Address()}
@@ -48,43 +49,54 @@ tools:
 	}
 	const id = "policy-rewind"
 	cli(0, "run", "--id", id, "--plan", plan)
-	s.awaitCalls(id, "c-2")
-	cli(0, append([]string{"approve", id, "c-2"}, as("alice")...)...)
+	s.awaitCalls(id, "c-1")
+	cli(0, append([]string{"approve", id, "c-1"}, as("alice")...)...)
 	if res := s.result(id, waitTimeout); res.Status != workflows.StatusCompleted {
 		t.Fatalf("before: %+v", res)
 	}
 	out := cli(0, "steps", id)
-	if !regexp.MustCompile(`(?m)^2\s+1\s+c-2\s+close_ticket \(destructive\)\s+ok\s+alice\s+run \S+ event \d+$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^1\s+1\s+c-1\s+close_ticket \(destructive\)\s+ok\s+alice\s+run \S+ event \d+$`).MatchString(out) {
 		t.Errorf("toolgate steps:\n%s", out)
 	}
-	out = cli(0, "rewind", id, "--to", "c-2", "--dry-run")
+	out = cli(0, "rewind", id, "--to", "c-1", "--dry-run")
 	m := regexp.MustCompile(`(?m)^digest: ([0-9a-f]{64})$`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "c-2 close_ticket {\"ticket_id\":\"TKT-1\"} ->") || !strings.Contains(out, "c-2 close_ticket approved by alice") {
+	if m == nil || !strings.Contains(out, "c-1 close_ticket {\"ticket_id\":\"TKT-1\"} ->") || !strings.Contains(out, "c-1 close_ticket approved by alice") {
 		t.Fatalf("toolgate rewind --dry-run:\n%s", out)
 	}
 	digest := m[1]
 	t.Logf("toolgate rewind --dry-run:\n%s", out)
 	before := len(s.mustTrace(id))
 
-	if out := cli(1, append([]string{"rewind", id, "--to", "c-2", "--expect", digest}, as("alice")...)...); !strings.Contains(out, "alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
+	if out := cli(1, append([]string{"rewind", id, "--to", "c-1", "--expect", digest}, as("alice")...)...); !strings.Contains(out, "alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
 		t.Errorf("alice's rewind:\n%s", out)
 	}
-	if out := cli(1, "rewind", id, "--to", "c-2", "--expect", digest, "--as", "olga"); !strings.Contains(out, "unsigned") {
+	if out := cli(1, "rewind", id, "--to", "c-1", "--expect", digest, "--as", "olga"); !strings.Contains(out, "unsigned") {
 		t.Errorf("an unsigned rewind:\n%s", out)
 	}
 	if after := s.mustState(id); after.Status != workflows.StatusCompleted || len(s.mustTrace(id)) != before {
 		t.Errorf("refused rewinds changed the run: %+v", after)
 	}
-	if out := cli(0, append([]string{"rewind", id, "--to", "c-2", "--expect", digest}, as("olga")...)...); !strings.Contains(out, "rewound "+id+" to just before c-2 (step 2) by olga") {
+	if out := cli(0, append([]string{"rewind", id, "--to", "c-1", "--expect", digest}, as("olga")...)...); !strings.Contains(out, "rewound "+id+" to just before c-1 (step 1) by olga") {
 		t.Errorf("olga's rewind:\n%s", out)
 	}
-	s.awaitCalls(id, "c-2")
+	s.awaitCalls(id, "c-1")
+	// The reset re-ran the run's first task: the note is checked once the
+	// policy is loaded, and the steps of the new run replay.
+	testenv.Eventually(t, waitTimeout, "the rewind recorded", func() error {
+		if got := records(s.mustTrace(id), "c-1", workflows.TraceRewound); len(got) != 1 {
+			return fmt.Errorf("rewound records %+v; refused %+v", got, s.mustState(id).Refused)
+		}
+		return nil
+	})
+	if out := cli(0, "steps", id); !regexp.MustCompile(`(?m)^1\s+1\s+c-1\s+close_ticket \(destructive\)\s+(blocked|rewound)\s+-`).MatchString(out) {
+		t.Errorf("toolgate steps after the rewind:\n%s", out)
+	}
 	tr := s.mustTrace(id)
-	if got := records(tr, "c-2", workflows.TraceRewound); len(got) != 1 || got[0].Approver != "olga" {
+	if got := records(tr, "c-1", workflows.TraceRewound); len(got) != 1 || got[0].Approver != "olga" {
 		t.Errorf("the rewind in the trace: %+v", tr)
 	}
 
-	fork := []string{"fork", id, "--at", "c-2", "--id", "policy-fork", "--args", `{"ticket_id":"TKT-2"}`}
+	fork := []string{"fork", id, "--at", "c-1", "--id", "policy-fork", "--args", `{"ticket_id":"TKT-2"}`}
 	cli(0, append(fork, as("alice")...)...) // the start is sent; the run refuses it
 	var res workflows.RunResult
 	if err := s.client.GetWorkflow(rewindCtx(t), "policy-fork", "").Get(rewindCtx(t), &res); err == nil ||
@@ -93,7 +105,7 @@ tools:
 	}
 	fork[5] = "policy-fork-2"
 	cli(0, append(fork, as("olga")...)...)
-	st := s.awaitCalls("policy-fork-2", "c-2")
+	st := s.awaitCalls("policy-fork-2", "c-1")
 	if st.RequestedBy != "olga" || string(st.Interrupts[0].CallArgs) != `{"ticket_id":"TKT-2"}` {
 		t.Errorf("olga's fork: %+v", st)
 	}

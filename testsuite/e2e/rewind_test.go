@@ -158,6 +158,14 @@ func TestRewindBeforeTheRefund(t *testing.T) {
 	if pays := s.payments("BK-1"); len(pays) != 1 {
 		t.Fatalf("payments after the rewind: %+v, want the one payment", pays)
 	}
+	// The rewound run's history replays (steps replays it), and says so.
+	tl, err := s.tg.Steps(rewindCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Steps) != 1 || len(tl.Steps[0].Calls) != 2 || tl.Runs[0].Version != 7 || tl.Steps[0].Calls[1].Approver != "bob" {
+		t.Fatalf("steps after the rewind: %+v", tl)
+	}
 }
 
 // A rewind to a call of an earlier run of the chain (the run continued as
