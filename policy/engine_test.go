@@ -170,6 +170,17 @@ func TestCompileCopiesPolicy(t *testing.T) {
 	assert.ErrorContains(t, err, "approvers")
 }
 
+// The compiled policy keeps its operators (a run checks a rewind against
+// it), as a copy.
+func TestCompileKeepsOperators(t *testing.T) {
+	p := &Policy{Approvers: map[string]Approver{"olga": {Key: testKey(1), Roles: []string{"sre"}}}, Operators: []string{"sre"}}
+	e, err := Compile(p)
+	require.NoError(t, err)
+	require.NoError(t, e.Policy().Operator("olga"))
+	p.Operators[0] = "changed"
+	assert.Equal(t, []string{"sre"}, e.Policy().Operators)
+}
+
 func TestCompileExpr(t *testing.T) {
 	e := mustCompile(t, examplePolicy())
 	x, err := e.CompileExpr("tool == 'refund' && args.amount_cents < 1000 && requested_by != 'mallory'")
