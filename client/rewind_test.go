@@ -24,6 +24,9 @@ func TestForkInputIsOfTheShapeATokenSignedElsewhereSigns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if args != "" && string(in.Fork.Args) != `{"a":1.5,"b":2}` {
+			t.Errorf("the fork's arguments %s, want them canonical", in.Fork.Args)
+		}
 		raw, err := json.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
