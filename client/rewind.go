@@ -28,6 +28,22 @@ type Operator struct {
 	Key  ed25519.PrivateKey
 	// ValidFor is how long the signed act stays valid (default 10 minutes).
 	ValidFor time.Duration
+	// Token is the act already signed elsewhere, by Name (a browser that
+	// holds the key: the inbox), sent as it is; Key must then be nil. For
+	// Rewind it is a signed.ActionRewind token over the run, the call, the
+	// preview's BaseRunID (source) and Digest (preview); for Fork, a start
+	// token of action signed.ActionFork whose input_digest is
+	// workflows.InputDigest of ForkInput's JSON. The run verifies it as it
+	// verifies one the client signs.
+	Token string
+}
+
+// token is by's signed act: the one given (Token), or none for a Key to sign.
+func (by Operator) token() (string, error) {
+	if by.Token != "" && by.Key != nil {
+		return "", refused(ErrRefusedInput, "an operator signs with a key or brings a token signed elsewhere, not both")
+	}
+	return by.Token, nil
 }
 
 // Steps reads run id's chain from the server and tells its steps: every
@@ -69,6 +85,10 @@ type Rewound struct {
 // nothing changes, if the run has moved on since (ErrStale), or if the run
 // would not take the operator's act (checked first, by the run itself).
 func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operator) (Rewound, error) {
+	given, err := by.token()
+	if err != nil {
+		return Rewound{}, err
+	}
 	if expect == "" {
 		return Rewound{}, refused(ErrRefusedInput, "a rewind takes the digest of its preview (toolgate rewind "+id+" --to "+call+" --dry-run): say what you expect to happen")
 	}
@@ -80,7 +100,7 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		return Rewound{Preview: p}, refused(ErrStale, fmt.Sprintf("run %s moved on since the preview %s: it is now %s (its current run %s has %d events); "+
 			"nothing changed — look at the new preview and rewind with its digest", id, clipTo(expect, 16), clipTo(p.Digest, 16), p.CurrentRunID, p.LastEvent))
 	}
-	note := workflows.RewindNote{CallID: call, Tool: p.Tool, Step: p.Step, BaseRunID: p.BaseRunID, Event: p.ResetEvent, Preview: p.Digest, By: by.Name}
+	note := workflows.RewindNote{CallID: call, Tool: p.Tool, Step: p.Step, BaseRunID: p.BaseRunID, Event: p.ResetEvent, Preview: p.Digest, By: by.Name, Token: given}
 	if by.Key != nil {
 		cl := claims(by.Name, id, signed.ActionRewind, by.ValidFor)
 		cl.CallID, cl.Source, cl.Preview = call, p.BaseRunID, p.Digest
@@ -135,18 +155,36 @@ func clipTo(s string, n int) string {
 // is carried, and the fork's idempotency keys are its own. Under a policy
 // the fork is signed by by, who must hold an operators role.
 func (c *Client) Fork(ctx context.Context, src, at, newID string, args json.RawMessage, by Operator) (sdkclient.WorkflowRun, error) {
-	in := workflows.RunInput{Fork: &workflows.Fork{Source: src, At: at}}
-	if len(args) > 0 {
-		canon, err := tool.Canonical(args)
-		if err != nil {
-			return nil, refused(ErrRefusedInput, fmt.Sprintf("fork arguments: %v", err))
-		}
-		in.Fork.Args = canon
+	given, err := by.token()
+	if err != nil {
+		return nil, err
 	}
+	in, err := ForkInput(src, at, args)
+	if err != nil {
+		return nil, err
+	}
+	in.RequestToken = given
 	if by.Key != nil {
 		if err := signStart(&in, newID, by.Name, signed.ActionFork, by.Key, by.ValidFor); err != nil {
 			return nil, err
 		}
 	}
 	return c.Start(ctx, newID, in)
+}
+
+// ForkInput is the input Fork starts a fork of run src at call at with:
+// only Fork set, args (if any) canonical. A fork's token signed elsewhere
+// (Operator.Token) signs workflows.InputDigest of its JSON, which is
+// {"fork":{"args":ARGS,"at":AT,"source":SRC},"goal":"","planner":{"kind":""}}
+// canonicalized, "args" left out when there are none.
+func ForkInput(src, at string, args json.RawMessage) (workflows.RunInput, error) {
+	in := workflows.RunInput{Fork: &workflows.Fork{Source: src, At: at}}
+	if len(args) > 0 {
+		canon, err := tool.Canonical(args)
+		if err != nil {
+			return in, refused(ErrRefusedInput, fmt.Sprintf("fork arguments: %v", err))
+		}
+		in.Fork.Args = canon
+	}
+	return in, nil
 }

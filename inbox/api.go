@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -149,18 +148,8 @@ type Decision struct {
 // decide is POST /api/decide: one decision, bound to the args_digest (and
 // kind) the page showed, sent as an update.
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
-	if status, msg := sameOriginJSON(r); status != 0 {
-		writeError(w, status, "%s", msg)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "reading the decision: %v", err)
-		return
-	}
 	var d Decision
-	if err := tool.DecodeExact(body, &d); err != nil {
-		writeError(w, http.StatusBadRequest, "the decision does not decode (strictly: every key once, spelt exactly as its field): %v", err)
+	if !readBody(w, r, "decision", &d) {
 		return
 	}
 	if msg := d.check(); msg != "" {
@@ -175,7 +164,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var res workflows.DecisionResult
+	var (
+		res workflows.DecisionResult
+		err error
+	)
 	if d.Decision == "respond" {
 		res, err = h.b.Respond(ctx, d.Run, d.DecisionInput)
 	} else {
@@ -250,13 +242,13 @@ func (d Decision) check() string {
 	return ""
 }
 
-// sameOriginJSON refuses what a cross-site page could send: a decision must
-// be application/json, carry the Header, and come from this origin. It
+// sameOriginJSON refuses what a cross-site page could send: a decision (a
+// rewind, a fork) must be application/json, carry the Header, and come from this origin. It
 // returns 0 if the request passes, else the status and why.
 func sameOriginJSON(r *http.Request) (int, string) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return http.StatusUnsupportedMediaType, "a decision is a JSON POST (Content-Type: application/json)"
+		return http.StatusUnsupportedMediaType, "a decision, rewind or fork is a JSON POST (Content-Type: application/json)"
 	}
 	return sameOrigin(r, true)
 }
@@ -287,11 +279,12 @@ func sameOrigin(r *http.Request, needOrigin bool) (int, string) {
 }
 
 // writeDecideError maps the client's refusals to statuses; a stale decision
-// (digest changed, call decided) is 409 with "stale" set.
+// (digest changed, call decided) or rewind (the run moved on since the
+// preview) is 409 with "stale" set.
 func writeDecideError(w http.ResponseWriter, err error) {
 	status, stale := http.StatusBadGateway, false
 	switch {
-	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided):
+	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrStale):
 		status, stale = http.StatusConflict, true
 	case errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrUnknownCall):
 		status = http.StatusNotFound

@@ -2,28 +2,35 @@
 // (HTML, one script, one stylesheet, embedded in the binary) and a small JSON
 // API over a toolgate client. It lists every call waiting for a decision
 // across runs, with its exact arguments and args_digest, and sends each
-// decision as an update bound to the digest the page showed.
+// decision as an update bound to the digest the page showed. For any run it
+// shows the steps (GET /api/steps) and lets an operator rewind the run to
+// just before a call, bound to the digest of the preview the page showed, or
+// fork it there (POST /api/rewind, POST /api/fork).
 //
 // The page is safe as a web app: a Content-Security-Policy forbids inline
 // script, every string from a run is inserted as text (control and bidi
 // characters marked, JSON shown from its exact text), the API answers only
-// same-origin requests carrying X-Toolgate-Inbox, and the decide endpoint
-// takes only JSON POSTs, decoded as strictly as the run decodes them. Under
-// a worker policy the page signs decisions in the browser (WebCrypto
-// Ed25519) with a key the operator loads into it: the server never sees a
-// private key.
+// same-origin requests carrying X-Toolgate-Inbox, and the endpoints that act
+// (decide, rewind, fork) take only JSON POSTs, decoded as strictly as the run
+// decodes them; a GET never acts. Under a worker policy the page signs
+// decisions, rewinds and forks in the browser (WebCrypto Ed25519) with a key
+// the operator loads into it: the server never sees a private key.
 package inbox
 
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	sdkclient "go.temporal.io/sdk/client"
+
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -52,6 +59,10 @@ type Backend interface {
 	Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error)
 	Respond(ctx context.Context, id string, in workflows.DecisionInput, opts ...client.DecideOption) (workflows.DecisionResult, error)
 	Tool(ctx context.Context, id, name string) (tool.Spec, error)
+	Steps(ctx context.Context, id string) (*timeline.Timeline, error)
+	RewindPreview(ctx context.Context, id, call string) (timeline.Preview, error)
+	Rewind(ctx context.Context, id, call, expect string, by client.Operator) (client.Rewound, error)
+	Fork(ctx context.Context, src, at, newID string, args json.RawMessage, by client.Operator) (sdkclient.WorkflowRun, error)
 }
 
 var _ Backend = (*client.Client)(nil)
@@ -104,6 +115,10 @@ func New(b Backend, opts Options) *Handler {
 	h.mux.Handle("GET /app.css", serveFile(files, "app.css", "text/css; charset=utf-8"))
 	h.mux.HandleFunc("GET /api/pending", h.pending)
 	h.mux.HandleFunc("POST /api/decide", h.decide)
+	h.mux.HandleFunc("GET /api/steps", h.steps)
+	h.mux.HandleFunc("GET /api/rewind-preview", h.rewindPreview)
+	h.mux.HandleFunc("POST /api/rewind", h.rewind)
+	h.mux.HandleFunc("POST /api/fork", h.fork)
 	return h
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -34,6 +35,13 @@ type fake struct {
 	decided   []workflows.DecisionInput
 	responded []workflows.DecisionInput
 	asked     []client.PendingOptions
+	// timeline and preview are what Steps and RewindPreview read (rewind.go's
+	// tests); rewound and forked what Rewind and Fork were asked to do.
+	timeline *timeline.Timeline
+	preview  timeline.Preview
+	forkErr  error
+	rewound  []rewindCall
+	forked   []forkCall
 }
 
 func (f *fake) Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error) {

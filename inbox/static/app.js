@@ -214,7 +214,7 @@
       if (!/^-?[1-9][0-9]{0,18}$/.test(c.asked)) throw new Error('asked is not an integer');
       out.push('"asked":' + c.asked);
     }
-    for (const k of ['edited_digest', 'data_digest', 'note', 'reason']) if (c[k]) str(k, c[k]);
+    for (const k of ['edited_digest', 'data_digest', 'note', 'reason', 'input_digest', 'source', 'preview']) if (c[k]) str(k, c[k]);
     int('iat', c.iat); int('exp', c.exp);
     return '{' + out.join(',') + '}';
   }
@@ -235,7 +235,7 @@
     return crypto.subtle.importKey('pkcs8', der, { name: 'Ed25519' }, false, ['sign']);
   }
 
-  window.toolgateInbox = Object.freeze({ canonical, canonicalText, parseJSON, digest, claimsJSON, signToken, importKey, marked, prettyText });
+  window.toolgateInbox = Object.freeze({ canonical, canonicalText, parseJSON, digest, claimsJSON, signToken, importKey, marked, prettyText, forkInputDigest });
 
   // --- The page -----------------------------------------------------------
 
@@ -358,6 +358,7 @@
     q('.reject').addEventListener('click', () => decide(el, c, false, null));
     q('.approve-edited').addEventListener('click', () => decide(el, c, true, q('.edited').value));
     q('.respond-send').addEventListener('click', () => decide(el, c, 'respond', q('.response').value));
+    q('.steps-open').addEventListener('click', () => { $('srun').value = c.run; showSteps(); $('stepsbox').scrollIntoView(); });
     el._call = c;
     return el;
   }
@@ -421,6 +422,218 @@
       notice(c.run + ' ' + c.call_id + ': ' + e.message, 'bad');
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
+    }
+  }
+
+  // --- Steps, rewind and fork ---------------------------------------------
+
+  let steps = null; // the timeline shown: GET /api/steps
+
+  function hexOf(buf) {
+    return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  // forkInputDigest is workflows.InputDigest of client.ForkInput(src, at,
+  // args): the SHA-256 of the fork input's canonical JSON, argsJSON
+  // (canonical JSON text, or '' for none) as the fork's arguments.
+  async function forkInputDigest(src, at, argsJSON) {
+    const fork = '{' + (argsJSON ? '"args":' + argsJSON + ',' : '') + '"at":' + JSON.stringify(at) + ',"source":' + JSON.stringify(src) + '}';
+    const input = '{"fork":' + fork + ',"goal":"","planner":{"kind":""}}';
+    return hexOf(await crypto.subtle.digest('SHA-256', enc.encode(input)));
+  }
+
+  // operator is who rewinds or forks, and whether the act must be signed.
+  function operator() {
+    const name = signer ? signer.name : $('name').value.trim() || 'inbox';
+    const sign = steps.policy || (!!steps.policy_error && !!signer);
+    if (sign && !signer) throw new Error('this run is under an approval policy: load your signing key above first (rewinding and forking need an operators role)');
+    return { name, sign };
+  }
+
+  async function api(path, body) {
+    const init = { credentials: 'same-origin', headers: { 'X-Toolgate-Inbox': '1' } };
+    if (body !== undefined) {
+      init.method = 'POST';
+      init.headers['Content-Type'] = 'application/json';
+      init.body = body;
+    }
+    const resp = await fetch(path, init);
+    const out = await resp.json().catch(() => ({ error: 'HTTP ' + resp.status }));
+    if (!resp.ok) {
+      const e = new Error(out.error || 'HTTP ' + resp.status);
+      e.stale = !!out.stale;
+      throw e;
+    }
+    return out;
+  }
+
+  function li(list, s) { list.appendChild(text(document.createElement('li'), s)); }
+
+  function callLine(c, withResult) {
+    let s = c.call_id + ' ' + c.tool;
+    if (c.args_text) s += ' ' + short(c.args_text, 160);
+    if (c.decision) s += ' — ' + c.decision + (c.approver ? ' by ' + c.approver : '');
+    if (withResult && c.result_text) s += ' → ' + short(c.result_text, 200);
+    if (withResult && c.error) s += ' error: ' + short(c.error, 200);
+    return s;
+  }
+
+  async function showSteps() {
+    const id = $('srun').value.trim();
+    const msg = $('stepsmsg');
+    $('preview').hidden = true;
+    $('forkbox').hidden = true;
+    if (!id) return say(msg, 'Type the id of a run to show its steps.', 'bad');
+    say(msg, 'reading the steps of ' + id + '…');
+    try {
+      steps = await api('/api/steps?' + new URLSearchParams({ run: id }));
+    } catch (e) {
+      $('steps').hidden = true;
+      return say(msg, 'Cannot read the steps: ' + e.message, 'bad');
+    }
+    const runs = steps.runs.map((r) => r.run_id + ' ' + r.status).join(', ');
+    text($('stepsinfo'), steps.workflow_id + ' · runs: ' + runs + ' · ' + (steps.policy ? 'under a policy: rewinds and forks are signed' :
+      steps.policy_error ? 'policy unknown (' + steps.policy_error + ')' : 'no policy: rewinds and forks are unauthenticated'));
+    const body = $('stepstable').querySelector('tbody');
+    body.textContent = '';
+    for (const st of steps.steps) {
+      for (const c of st.calls) {
+        const tr = document.createElement('tr');
+        tr.dataset.call = c.call_id;
+        const cell = (s, cls) => { const td = text(document.createElement('td'), s); if (cls) td.className = cls; tr.appendChild(td); return td; };
+        cell(String(st.step));
+        cell(c.call_id);
+        cell(c.tool + (c.destructive ? ' (destructive)' : ''));
+        cell(short(c.args_text || '', 120), 'args');
+        cell(c.status || 'proposed');
+        cell(c.approver ? (c.decision ? c.decision + ' by ' : '') + c.approver : '');
+        const act = cell('');
+        const rw = text(document.createElement('button'), 'Rewind to here');
+        rw.type = 'button';
+        rw.className = 'rewind-here';
+        rw.addEventListener('click', () => previewRewind(c));
+        const fk = text(document.createElement('button'), 'Fork from here');
+        fk.type = 'button';
+        fk.className = 'fork-here';
+        fk.addEventListener('click', () => openFork(c));
+        act.append(rw, fk);
+        body.appendChild(tr);
+      }
+    }
+    if (!steps.steps.length) say(msg, id + ' has no steps yet.');
+    else say(msg, id + ': ' + steps.steps.length + ' steps, ' + steps.last_event + ' events', 'good');
+    $('steps').hidden = false;
+    $('hidesteps').hidden = false;
+  }
+
+  async function previewRewind(c) {
+    const box = $('preview'), msg = $('pmsg');
+    $('forkbox').hidden = true;
+    delete box.dataset.digest;
+    for (const id of ['pkept', 'pdropped', 'preads']) $(id).textContent = '';
+    text($('ptitle'), 'Rewind ' + steps.workflow_id + ' to just before ' + c.call_id + ' (' + c.tool + ')');
+    text($('pdigest'), '');
+    text($('predo'), '');
+    text($('pmessages'), '');
+    say(msg, 'previewing…');
+    box.hidden = false;
+    $('confirmrewind').disabled = true;
+    let p;
+    try {
+      p = await api('/api/rewind-preview?' + new URLSearchParams({ run: steps.workflow_id, to: c.call_id }));
+    } catch (e) {
+      return say(msg, 'Cannot preview: ' + e.message, 'bad');
+    }
+    box.dataset.run = p.workflow_id;
+    box.dataset.to = p.to;
+    box.dataset.source = p.base_run_id;
+    box.dataset.digest = p.digest; // the digest the confirmation is bound to
+    text($('ptitle'), 'Rewind ' + p.workflow_id + ' to just before ' + p.to + ' (' + p.tool + ', step ' + p.step + ')');
+    for (const k of p.kept) li($('pkept'), callLine(k, true));
+    for (const d of p.dropped) li($('pdropped'), callLine(d, false));
+    for (const r of p.reads) li($('preads'), callLine(r, false));
+    for (const [id, what] of [['pkept', 'none'], ['pdropped', 'none'], ['preads', 'none']]) if (!$(id).children.length) li($(id), what);
+    text($('predo'), 'Proposed again: ' + (p.redo.join(', ') || 'nothing'));
+    text($('pmessages'), 'Messages dropped: ' + p.messages);
+    text($('pdigest'), 'preview digest ' + p.digest);
+    say(msg, 'Nothing has changed yet: confirm to rewind.');
+    $('confirmrewind').disabled = false;
+  }
+
+  async function confirmRewind() {
+    const box = $('preview'), msg = $('pmsg'), btn = $('confirmrewind');
+    btn.disabled = true;
+    try {
+      const { name, sign } = operator();
+      const body = { run: box.dataset.run, to: box.dataset.to, expect: box.dataset.digest, operator: name };
+      if (sign) {
+        const now = Math.floor(Date.now() / 1000);
+        body.token = await signToken(signer.key, { sub: name, wid: body.run, act: 'rewind', call: body.to,
+          source: box.dataset.source, preview: body.expect, iat: now, exp: now + VALID_S });
+      }
+      say(msg, 'rewinding…');
+      const out = await api('/api/rewind', JSON.stringify(body));
+      const done = 'rewound ' + body.run + ' to just before ' + body.to + ' by ' + name + ': new run ' + out.run_id;
+      notice(done, 'good');
+      await showSteps();
+      refresh();
+    } catch (e) {
+      const m = e.stale ? 'Refused as stale: the run moved on since this preview; nothing changed. Preview again (' + e.message + ')' : 'Refused: ' + e.message;
+      say(msg, m, 'bad');
+      notice(m, 'bad');
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  function openFork(c) {
+    const box = $('forkbox');
+    $('preview').hidden = true;
+    box.dataset.run = steps.workflow_id;
+    box.dataset.at = c.call_id;
+    box.dataset.args = c.args_text || '';
+    text($('ftitle'), 'Fork ' + steps.workflow_id + ' at ' + c.call_id + ' (' + c.tool + ')');
+    $('forkid').value = steps.workflow_id + '-fork-' + c.call_id;
+    try { $('forkargs').value = c.args_text ? prettyText(c.args_text) : ''; } catch (e) { $('forkargs').value = escapeSpecial(c.args_text); }
+    say($('fmsg'), '');
+    box.hidden = false;
+  }
+
+  async function startFork() {
+    const box = $('forkbox'), msg = $('fmsg'), btn = $('startfork');
+    btn.disabled = true;
+    try {
+      const { name, sign } = operator();
+      const id = $('forkid').value.trim();
+      if (!id) throw new Error('the fork needs a run id of its own');
+      let argsJSON = '';
+      const src = $('forkargs').value.trim();
+      if (src) {
+        let tree;
+        try { tree = parseJSON(src); } catch (e) { throw new Error('the arguments are not JSON: ' + e.message); }
+        if (tree.t !== 'obj') throw new Error('the arguments must be a JSON object');
+        argsJSON = canonicalTree(tree); // exact: never through a double
+        if (box.dataset.args && argsJSON === canonicalText(box.dataset.args)) argsJSON = ''; // unedited: the call's own
+      }
+      const body = { run: box.dataset.run, at: box.dataset.at, id, operator: name };
+      if (sign) {
+        const now = Math.floor(Date.now() / 1000);
+        body.token = await signToken(signer.key, { sub: name, wid: id, act: 'fork',
+          input_digest: await forkInputDigest(body.run, body.at, argsJSON), iat: now, exp: now + VALID_S });
+      }
+      let payload = JSON.stringify(body);
+      if (argsJSON) payload = payload.slice(0, -1) + ',"args":' + argsJSON + '}';
+      say(msg, 'starting the fork…');
+      const out = await api('/api/fork', payload);
+      const done = 'forked ' + body.run + ' at ' + body.at + ' as ' + out.id + ' (run ' + out.run_id + ') by ' + name;
+      say(msg, done, 'good');
+      notice(done, 'good');
+      refresh();
+    } catch (e) {
+      say(msg, 'Refused: ' + e.message, 'bad');
+      notice('fork: ' + e.message, 'bad');
+    } finally {
+      btn.disabled = false;
     }
   }
 
@@ -515,6 +728,16 @@
       refresh();
     });
     $('prev').addEventListener('click', () => { pages = ['']; refresh(); });
+    $('showsteps').addEventListener('click', showSteps);
+    $('srun').addEventListener('keydown', (e) => { if (e.key === 'Enter') showSteps(); });
+    $('hidesteps').addEventListener('click', () => {
+      for (const id of ['steps', 'preview', 'forkbox', 'hidesteps']) $(id).hidden = true;
+      say($('stepsmsg'), '');
+    });
+    $('confirmrewind').addEventListener('click', confirmRewind);
+    $('cancelrewind').addEventListener('click', () => { $('preview').hidden = true; });
+    $('startfork').addEventListener('click', startFork);
+    $('cancelfork').addEventListener('click', () => { $('forkbox').hidden = true; });
     for (const id of ['ftool', 'frun']) $(id).addEventListener('change', () => { pages = ['']; refresh(); });
     refresh();
   }
