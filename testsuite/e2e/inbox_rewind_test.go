@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/inbox"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -142,10 +143,14 @@ func TestInboxRewindsAndForksInChromium(t *testing.T) {
 		t.Errorf("after the rewind c-1 waits as %+v (run %s), want it waiting for an approval afresh", st.Interrupts[0], st.Status)
 	}
 	await(t, ctx, "c-1 listed again", `document.querySelector('`+card(id)+`[data-call="c-1"]') !== null`)
-	// The rewound note naming olga is not asserted: the run can take it
-	// before its policy is loaded (in the workflow task the reset re-runs),
-	// and then refuses it as "no policy"; the rewind itself was checked by
-	// the run (check_rewind) before the reset.
+	// The run takes the rewound note once its policy is loaded (the reset
+	// re-ran its first task with the note in it): it names olga.
+	testenv.Eventually(t, waitTimeout, "olga's rewind recorded", func() error {
+		if got := records(s.mustTrace(id), "c-1", workflows.TraceRewound); len(got) != 1 || got[0].Approver != "olga" {
+			return fmt.Errorf("rewound records %+v; refused %+v", got, s.mustState(id).Refused)
+		}
+		return nil
+	})
 	after, err = s.client.DescribeWorkflowExecution(rewindCtx(t), id, "")
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +158,11 @@ func TestInboxRewindsAndForksInChromium(t *testing.T) {
 	if a, b := after.GetWorkflowExecutionInfo().GetExecution().GetRunId(), before.GetWorkflowExecutionInfo().GetExecution().GetRunId(); a == b {
 		t.Errorf("after the rewind the run is still %s, want a new run", a)
 	}
-	// The steps after the rewind are not asserted: when the rewound note
-	// lands in the workflow task the reset re-runs (see above), the
-	// timeline of the new run reads no steps.
+	tl, err := s.tg.Steps(rewindCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Steps) == 0 || tl.Steps[0].Calls[0].ID != "c-1" || tl.Steps[0].Calls[0].Approver != "" {
+		t.Errorf("the steps after the rewind: %+v, want c-1 undecided", tl.Steps)
+	}
 }
