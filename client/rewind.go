@@ -109,7 +109,7 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		}
 	}
 	// The run checks the act before anything changes.
-	v, err := c.tc.QueryWorkflow(ctx, id, p.CurrentRunID, workflows.QueryCheckRewind, note)
+	_, err = c.tc.QueryWorkflow(ctx, id, p.CurrentRunID, workflows.QueryCheckRewind, note)
 	if err != nil {
 		var qf *serviceerror.QueryFailed
 		if errors.As(err, &qf) {
@@ -117,7 +117,6 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		}
 		return Rewound{Preview: p}, c.classify(id, err)
 	}
-	_ = v
 	ns := c.namespace
 	if ns == "" {
 		ns = "default"

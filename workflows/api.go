@@ -244,7 +244,7 @@ type DecisionInput struct {
 // with RefusedInput).
 const (
 	RefusedUnknownCall    = "UnknownCall"     // no such call, or not proposed yet
-	RefusedNotWaiting     = "NotWaiting"      // already decided, or it never needed one
+	RefusedNotWaiting     = "NotWaiting"      // already decided, not at the gate yet, or it never needed one
 	RefusedDigestMismatch = "DigestMismatch"  // args_digest of other arguments
 	RefusedDecision       = "InvalidDecision" // a payload that does not decode, a missing args_digest, a kind that does not fit
 	RefusedInput          = "InvalidInput"    // a RunInput the run refuses

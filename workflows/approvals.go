@@ -225,7 +225,7 @@ func (r *run) notWaiting(id string) error {
 	}
 	switch {
 	case n <= r.Calls:
-		return refusal(RefusedNotWaiting, "call %s is not waiting for a decision (already decided, or it never needed one)", id)
+		return refusal(RefusedNotWaiting, "call %s is not waiting for a decision (already decided, not at the gate yet, or it never needed one)", id)
 	case r.Calls == 0:
 		return refusal(RefusedUnknownCall, "call %s has not been proposed yet: this run has proposed no call so far", id)
 	default:

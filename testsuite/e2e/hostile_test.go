@@ -186,8 +186,9 @@ func TestHostileClient(t *testing.T) {
 
 		// An operator's reset of the last run keeps its chain: the refund,
 		// approved again, is a duplicate and pays nothing more. The approval
-		// signal re-applied by the reset comes before the call and is refused
-		// in words that say so.
+		// signal re-applied by the reset comes before the call waits (from
+		// rules version 7 a run applies signals once configured, just after
+		// its step proposed the call) and is refused in words that say so.
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
 		desc, err := s.client.DescribeWorkflowExecution(ctx, id, "")
@@ -202,8 +203,8 @@ func TestHostileClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := s.awaitStatus(id, workflows.StatusWaitingForApproval, 0, waitTimeout)
-		if len(st.Refused) == 0 || !strings.Contains(st.Refused[0].Error, "call c-1 has not been proposed yet") {
-			t.Errorf("refused after the reset: %+v, want the re-applied approval refused as not yet proposed", st.Refused)
+		if len(st.Refused) == 0 || !strings.Contains(st.Refused[0].Error, "call c-1 is not waiting for a decision (already decided, not at the gate yet") {
+			t.Errorf("refused after the reset: %+v, want the re-applied approval refused as not at the gate yet", st.Refused)
 		}
 		s.signal(id, workflows.SignalApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice", ArgsDigest: st.Interrupts[0].ArgsDigest})
 		var res workflows.RunResult
