@@ -128,7 +128,7 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		WorkflowTaskFinishEventId: p.ResetEvent,
 		RequestId:                 "toolgate-rewind-" + p.Digest[:32],
 		ResetReapplyExcludeTypes: []enumspb.ResetReapplyExcludeType{enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
-			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_NEXUS, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_CANCEL_REQUEST},
+			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_NEXUS},
 	})
 	if err != nil {
 		return Rewound{Preview: p}, fmt.Errorf("resetting run %s to event %d of run %s: %w", id, p.ResetEvent, p.BaseRunID, err)

@@ -255,17 +255,7 @@ func TestToolResultWithMarkupIsServedAsJSONData(t *testing.T) {
 
 func post(t *testing.T, srv *httptest.Server, body string, hdr map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/decide", strings.NewReader(body))
-	require.NoError(t, err)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := srv.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	return postTo(t, srv, "/api/decide", body, hdr)
 }
 
 const approveC1 = `{"run":"run-a","decision":"approve","call_id":"c-1","args_digest":"d-c-1","kind":"gate","approver":"alice","note":"ok"}`

@@ -89,10 +89,7 @@ func (c *cli) rewind(ctx context.Context, args []string) error {
 	dry := fs.Bool("dry-run", false, "print what the rewind would do and its digest; change nothing")
 	expect := fs.String("expect", "", "the digest of the preview (--dry-run) this rewind is made from: refused if the run moved on since")
 	asJSON := fs.Bool("json", false, "print the preview as JSON")
-	who, err := c.operatorFlags(fs)
-	if err != nil {
-		return err
-	}
+	who := c.operatorFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -180,10 +177,7 @@ func (c *cli) fork(ctx context.Context, args []string) error {
 	at := fs.String("at", "", "the call whose step the fork proposes again, from the state just before it")
 	id := fs.String("id", "", "the fork's workflow id")
 	argsJSON := fs.String("args", "", "replace the call's arguments with this JSON object in the fork")
-	who, err := c.operatorFlags(fs)
-	if err != nil {
-		return err
-	}
+	who := c.operatorFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -218,7 +212,7 @@ func (c *cli) fork(ctx context.Context, args []string) error {
 // operatorFlags adds --as and --key, and returns how to read them.
 func (c *cli) operatorFlags(fs interface {
 	String(name, value, usage string) *string
-}) (func() (tgclient.Operator, error), error) {
+}) func() (tgclient.Operator, error) {
 	as := fs.String("as", envOr("USER", "operator"), "who rewinds or forks (kept in the trace; with --key, an approver holding an operators role of the worker's policy)")
 	keyFile := fs.String("key", "", "sign the act with this private key (toolgate keys new); a worker with a policy takes no other")
 	return func() (tgclient.Operator, error) {
@@ -231,7 +225,7 @@ func (c *cli) operatorFlags(fs interface {
 			op.Key = k
 		}
 		return op, nil
-	}, nil
+	}
 }
 
 // tgDial dials Temporal and returns toolgate's client on it, with the

@@ -27,14 +27,11 @@ var rewindSteps = [][]tool.Proposal{{searchLogin}, {closeTKT3}}
 // WorkflowTaskFailed, the rewound signal, the rest.
 func rewoundFlow() flow {
 	return flow{
-		name:      "rewound",
-		in:        workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed TKT-3", rewindSteps...)},
-		policy:    true,
-		operators: true,
-		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
-			res, err := s.decideSigned(ctx, cl, id, "c-2", signed.ActionApprove, "alice", nil)
-			return wantDecision(res, err, workflows.TraceApproved)
-		},
+		name:        "rewound",
+		in:          workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed TKT-3", rewindSteps...)},
+		policy:      true,
+		operators:   true,
+		signedDrive: aliceApprovesC2,
 		then: func(ctx context.Context, cl client.Client, id string, s *signers) (string, string, workflows.RunResult, error) {
 			var res workflows.RunResult
 			tg := tgclient.New(cl)
@@ -68,15 +65,12 @@ func rewoundFlow() flow {
 // fork's (fixture-forked; its source is fixture-forked-source).
 func forkedFlow() flow {
 	return flow{
-		name:      "forked",
-		id:        "fixture-forked-source",
-		in:        workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed", rewindSteps...)},
-		policy:    true,
-		operators: true,
-		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
-			res, err := s.decideSigned(ctx, cl, id, "c-2", signed.ActionApprove, "alice", nil)
-			return wantDecision(res, err, workflows.TraceApproved)
-		},
+		name:        "forked",
+		id:          "fixture-forked-source",
+		in:          workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed", rewindSteps...)},
+		policy:      true,
+		operators:   true,
+		signedDrive: aliceApprovesC2,
 		then: func(ctx context.Context, cl client.Client, id string, s *signers) (string, string, workflows.RunResult, error) {
 			var res workflows.RunResult
 			const fork = "fixture-forked"
@@ -97,4 +91,10 @@ func forkedFlow() flow {
 		trace:     []string{"c-2 forked", "c-2 blocked", "c-2 approved", "c-2 ok"},
 		approvers: []string{"alice"},
 	}
+}
+
+// aliceApprovesC2 is how both flows' source run goes: alice approves c-2.
+func aliceApprovesC2(ctx context.Context, cl client.Client, id string, s *signers) error {
+	res, err := s.decideSigned(ctx, cl, id, "c-2", signed.ActionApprove, "alice", nil)
+	return wantDecision(res, err, workflows.TraceApproved)
 }
