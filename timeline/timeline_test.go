@@ -2,11 +2,16 @@ package timeline
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/toolgate/toolgate/workflows"
 )
 
 func ev(id int64, t enumspb.EventType, task int64) *historypb.HistoryEvent {
@@ -117,5 +122,54 @@ func TestPreviewSaysWhatStaysAndWhatIsDropped(t *testing.T) {
 	tl.Runs[0].Version, tl.Runs[1].Planner = 7, "external"
 	if _, err := tl.Preview("c-2"); err == nil || !strings.Contains(err.Error(), "external client") {
 		t.Errorf("an externally planned chain: %v", err)
+	}
+}
+
+// readFixture reads a recorded history as a run of a chain.
+func readFixture(t *testing.T, name string) chainRun {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testsuite", "histories", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chainRun{id: "fixture-run", events: h.GetEvents()}
+}
+
+// The observer, replaying the recorded rewound and forked histories with
+// AgentRun's code, sees their steps, their calls, their trace and — at a
+// call — the state its step began from.
+func TestObserveTheRecordedRewindAndFork(t *testing.T) {
+	r := readFixture(t, "rewound_v7.json")
+	wid := r.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+	o := &workflows.Observer{At: "c-2"}
+	if err := observe(wid, r, o, nil); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, rec := range o.Trace {
+		statuses = append(statuses, rec.CallID+" "+rec.Status)
+	}
+	if o.Version != 7 || len(o.Steps) < 2 || o.State == nil || o.State.Calls != 1 || len(o.Step) != 1 || o.Step[0].Tool != "close_ticket" {
+		t.Fatalf("observed %+v, state %+v", o.Steps, o.State)
+	}
+	if !strings.Contains(strings.Join(statuses, ","), "c-2 rewound") {
+		t.Errorf("trace %v, want the rewind", statuses)
+	}
+
+	f := readFixture(t, "forked_v7.json")
+	fo := &workflows.Observer{}
+	if err := observe(f.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId(), f, fo, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(fo.Trace) == 0 || fo.Trace[0].Status != workflows.TraceForked || fo.Input.Planner.Kind != "scripted" || fo.Input.Fork == nil {
+		t.Fatalf("the fork observed: trace %+v, input %+v", fo.Trace, fo.Input)
+	}
+	if len(fo.Steps) == 0 || fo.Steps[0].Calls[0].ID != "c-2" || string(fo.Steps[0].Calls[0].Args) != `{"ticket_id":"TKT-1"}` {
+		t.Errorf("the fork's first step: %+v, want c-2 proposed again with TKT-1", fo.Steps)
 	}
 }
