@@ -15,7 +15,6 @@ import (
 // own task queue; the worker's fork activity calls it, so a fork's state is
 // read from the server and never taken from the client.
 func ForkState(ctx context.Context, c client.Client, src workflows.ForkSource, opts Options) (workflows.ForkState, error) {
-	opts.At = src.At
 	t, err := Read(ctx, c, src.WorkflowID, opts)
 	if err != nil {
 		return workflows.ForkState{}, err
@@ -30,16 +29,20 @@ func ForkState(ctx context.Context, c client.Client, src workflows.ForkSource, o
 	if call.Fallback {
 		return workflows.ForkState{}, fmt.Errorf("%s is a fallback call: fork at the call it fell back from, in step %d", src.At, step.Step)
 	}
-	for i, r := range t.chain {
+	for _, r := range t.chain {
 		if r.id != step.RunID {
 			continue
 		}
 		if r.queue != src.TaskQueue {
 			return workflows.ForkState{}, fmt.Errorf("run %s of %s runs on task queue %q, not the fork's %q", r.id, src.WorkflowID, r.queue, src.TaskQueue)
 		}
-		o := t.obs[i]
-		if o.State == nil {
-			return workflows.ForkState{}, fmt.Errorf("the replay of run %s did not reach the start of %s's step", r.id, src.At)
+		// Replay that run again, keeping the state at the start of the step.
+		o := &workflows.Observer{AtStep: step.Step}
+		if err := observe(src.WorkflowID, r, o, opts.DataConverter); err != nil {
+			return workflows.ForkState{}, err
+		}
+		if o.State == nil || o.Step == nil {
+			return workflows.ForkState{}, fmt.Errorf("the replay of run %s did not reach the start of %s's step %d", r.id, src.At, step.Step)
 		}
 		in := o.Input
 		in.Carry, in.RequestToken, in.Fork = nil, "", nil

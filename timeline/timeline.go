@@ -98,8 +98,6 @@ type Options struct {
 	// DataConverter decodes the histories' payloads (the one runs are
 	// written with, e.g. connect's encryption codec); nil: the default.
 	DataConverter converter.DataConverter
-	// At names a call whose step's starting state to keep (Fork).
-	At string
 }
 
 // chainRun is a run as read, before it is replayed.
@@ -254,7 +252,7 @@ func Read(ctx context.Context, c client.Client, workflowID string, opts Options)
 		if r.wfType != workflows.WorkflowName {
 			return nil, fmt.Errorf("run %s of %s is a %q, not an %s", r.id, workflowID, r.wfType, workflows.WorkflowName)
 		}
-		o := &workflows.Observer{At: opts.At}
+		o := &workflows.Observer{}
 		if err := observe(workflowID, r, o, opts.DataConverter); err != nil {
 			return nil, err
 		}

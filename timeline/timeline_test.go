@@ -146,7 +146,7 @@ func readFixture(t *testing.T, name string) chainRun {
 func TestObserveTheRecordedRewindAndFork(t *testing.T) {
 	r := readFixture(t, "rewound_v7.json")
 	wid := r.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
-	o := &workflows.Observer{At: "c-2"}
+	o := &workflows.Observer{AtStep: 2}
 	if err := observe(wid, r, o, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,11 @@ import (
 
 // Observer watches one replay of a run (Observe).
 type Observer struct {
-	// At names a call ("c-3"): the replay keeps the run's state as it stood
-	// at the start of the planner step that proposed it (State).
-	At string
+	// AtStep names a planner step (1 for the first): the replay keeps the
+	// run's state as it stood at that step's start (State), and the step's
+	// proposals (Step). Find the step first with a replay without it: the
+	// state is copied once, at that step, not at every step.
+	AtStep int
 
 	// Input is the run's input as it started, defaults applied.
 	Input RunInput
@@ -30,10 +32,10 @@ type Observer struct {
 	Planner string
 	// Steps are the planner steps the run began, in order.
 	Steps []ObservedStep
-	// State is the run's state (as it would carry it) at the start of At's
-	// step; nil until the replay reached it.
+	// State is the run's state (as it would carry it) at the start of step
+	// AtStep; nil until the replay reached it.
 	State *Carry
-	// Step is At's step as the planner proposed it: its proposals, in order.
+	// Step is step AtStep as the planner proposed it: its proposals, in order.
 	Step []tool.Proposal
 	// Trace is the run's trace as the replay left it.
 	Trace []TraceRecord
@@ -42,8 +44,7 @@ type Observer struct {
 	// Tools are the run's tools as its config declared them.
 	Tools []tool.Spec
 
-	pending *Carry // the state at the start of the current step
-	run     *run
+	run *run
 }
 
 // ObservedStep is one planner step of a run, as a replay saw it begin.
@@ -78,21 +79,20 @@ func (o *Observer) started(r *run) {
 }
 
 // observeStep notes that a planner step begins, and keeps the state it
-// begins from while At's step may be this one.
+// begins from if it is step AtStep.
 func (r *run) observeStep(ctx workflow.Context) {
 	o := r.obs
 	if o == nil {
 		return
 	}
 	o.Steps = append(o.Steps, ObservedStep{Step: r.Steps + 1, Turn: r.Turn, Event: int64(workflow.GetInfo(ctx).GetCurrentHistoryLength())})
-	if o.At != "" && o.State == nil {
-		c := r.carryOver(r.in)
+	if o.AtStep == r.Steps+1 && o.State == nil {
 		// A copy that later steps cannot change: the run appends to the
 		// slices this one shares.
-		b, err := json.Marshal(c)
+		b, err := json.Marshal(r.carryOver(r.in))
 		var copied Carry
 		if err == nil && json.Unmarshal(b, &copied) == nil {
-			o.pending = &copied
+			o.State = &copied
 		}
 	}
 }
@@ -105,20 +105,18 @@ func (r *run) observeCall(c tool.Call) {
 	}
 }
 
-// observeAccept notes the calls a step proposed; if At is one of them, the
-// state the step began from is the one a fork at At starts from.
+// observeAccept notes the calls a step proposed; step AtStep's are the
+// ones a fork of it proposes again.
 func (r *run) observeAccept(calls []tool.Call) {
 	o := r.obs
 	if o == nil || len(o.Steps) == 0 {
 		return
 	}
-	o.Steps[len(o.Steps)-1].Proposed = len(calls)
-	for _, c := range calls {
-		if c.ID == o.At && o.State == nil && o.pending != nil {
-			o.State = o.pending
-			for _, p := range calls {
-				o.Step = append(o.Step, tool.Proposal{Tool: p.Tool, Args: append(json.RawMessage{}, p.Args...)})
-			}
+	s := &o.Steps[len(o.Steps)-1]
+	s.Proposed = len(calls)
+	if s.Step == o.AtStep && o.Step == nil {
+		for _, p := range calls {
+			o.Step = append(o.Step, tool.Proposal{Tool: p.Tool, Args: append(json.RawMessage{}, p.Args...)})
 		}
 	}
 }
