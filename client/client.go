@@ -41,8 +41,10 @@ type Client struct {
 	resultCheck time.Duration
 	// queryTimeout bounds the queries of one run while listing (WithQueryTimeout).
 	queryTimeout time.Duration
-	// dc decodes histories (Steps, rewinds); namespace is where resets go.
+	// dc and fc decode histories (Steps, rewinds); namespace is where
+	// resets go.
 	dc        converter.DataConverter
+	fc        converter.FailureConverter
 	namespace string
 }
 
@@ -57,6 +59,19 @@ func WithTaskQueue(q string) Option { return func(c *Client) { c.taskQueue = q }
 // with (connect's encryption codec, say), which Steps and Rewind decode
 // histories with. Dial sets the connection's.
 func WithDataConverter(dc converter.DataConverter) Option { return func(c *Client) { c.dc = dc } }
+
+// WithFailureConverter sets the failure converter the run's failures are
+// written with (connect's encryption encrypts their messages too). Dial sets
+// the connection's.
+func WithFailureConverter(fc converter.FailureConverter) Option { return func(c *Client) { c.fc = fc } }
+
+// WithConnection takes the data and failure converters and the namespace
+// of the connection tc was dialled with (connect.Dial).
+func WithConnection(conn *connect.Conn) Option {
+	return func(c *Client) {
+		c.dc, c.fc, c.namespace = conn.Options.DataConverter, conn.Options.FailureConverter, conn.Options.Namespace
+	}
+}
 
 // WithNamespace names tc's namespace (default "default"), which a rewind's
 // reset names. Dial sets the connection's.
@@ -80,7 +95,7 @@ func Dial(ctx context.Context, s connect.Settings, opts ...Option) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	c := New(tc, append([]Option{WithDataConverter(conn.Options.DataConverter), WithNamespace(conn.Options.Namespace)}, opts...)...)
+	c := New(tc, append([]Option{WithConnection(conn)}, opts...)...)
 	c.owned = true
 	return c, nil
 }

@@ -49,7 +49,7 @@ func (by Operator) token() (string, error) {
 // Steps reads run id's chain from the server and tells its steps: every
 // call with its status, approver and the point a rewind to it resets to.
 func (c *Client) Steps(ctx context.Context, id string) (*timeline.Timeline, error) {
-	t, err := timeline.Read(ctx, c.tc, id, timeline.Options{DataConverter: c.dc})
+	t, err := timeline.Read(ctx, c.tc, id, timeline.Options{DataConverter: c.dc, FailureConverter: c.fc})
 	if err != nil {
 		return nil, c.classify(id, err)
 	}

@@ -38,7 +38,7 @@ func ForkState(ctx context.Context, c client.Client, src workflows.ForkSource, o
 		}
 		// Replay that run again, keeping the state at the start of the step.
 		o := &workflows.Observer{AtStep: step.Step}
-		if err := observe(src.WorkflowID, r, o, opts.DataConverter); err != nil {
+		if err := observe(src.WorkflowID, r, o, opts); err != nil {
 			return workflows.ForkState{}, err
 		}
 		if o.State == nil || o.Step == nil {

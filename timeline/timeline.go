@@ -98,6 +98,9 @@ type Options struct {
 	// DataConverter decodes the histories' payloads (the one runs are
 	// written with, e.g. connect's encryption codec); nil: the default.
 	DataConverter converter.DataConverter
+	// FailureConverter decodes their failures (connect's encryption
+	// encrypts their messages too); nil: the default.
+	FailureConverter converter.FailureConverter
 }
 
 // chainRun is a run as read, before it is replayed.
@@ -220,12 +223,12 @@ func isClose(t enumspb.EventType) bool {
 }
 
 // observe replays one run with an observer.
-func observe(workflowID string, r chainRun, o *workflows.Observer, dc converter.DataConverter) error {
+func observe(workflowID string, r chainRun, o *workflows.Observer, opts Options) error {
 	events := replayable(r.events)
 	if len(events) == 0 {
 		return nil // no workflow task has completed: nothing happened yet
 	}
-	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc})
+	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: opts.DataConverter, FailureConverter: opts.FailureConverter})
 	if err != nil {
 		return err
 	}
@@ -253,7 +256,7 @@ func Read(ctx context.Context, c client.Client, workflowID string, opts Options)
 			return nil, fmt.Errorf("run %s of %s is a %q, not an %s", r.id, workflowID, r.wfType, workflows.WorkflowName)
 		}
 		o := &workflows.Observer{}
-		if err := observe(workflowID, r, o, opts.DataConverter); err != nil {
+		if err := observe(workflowID, r, o, opts); err != nil {
 			return nil, err
 		}
 		t.obs = append(t.obs, o)

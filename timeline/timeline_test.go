@@ -147,7 +147,7 @@ func TestObserveTheRecordedRewindAndFork(t *testing.T) {
 	r := readFixture(t, "rewound_v7.json")
 	wid := r.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
 	o := &workflows.Observer{AtStep: 2}
-	if err := observe(wid, r, o, nil); err != nil {
+	if err := observe(wid, r, o, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	var statuses []string
@@ -163,7 +163,7 @@ func TestObserveTheRecordedRewindAndFork(t *testing.T) {
 
 	f := readFixture(t, "forked_v7.json")
 	fo := &workflows.Observer{}
-	if err := observe(f.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId(), f, fo, nil); err != nil {
+	if err := observe(f.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId(), f, fo, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(fo.Trace) == 0 || fo.Trace[0].Status != workflows.TraceForked || fo.Input.Planner.Kind != "scripted" || fo.Input.Fork == nil {

@@ -43,7 +43,7 @@ func Connect(ctx context.Context, s connect.Settings, taskQueue string, o Option
 		return nil, nil, nil, err
 	}
 	if o.DataConverter == nil {
-		o.DataConverter = conn.Options.DataConverter
+		o.DataConverter, o.FailureConverter = conn.Options.DataConverter, conn.Options.FailureConverter
 	}
 	w, err := Start(c, taskQueue, o)
 	if err != nil {

@@ -59,10 +59,11 @@ type Options struct {
 	// worker you make yourself and Register on takes them in its own
 	// options (the SDK's worker.Options.Interceptors).
 	Interceptors []interceptor.WorkerInterceptor
-	// DataConverter is the one the worker's client writes payloads with
-	// (nil: the SDK's default): the fork activity decodes the source run's
-	// history with it.
-	DataConverter converter.DataConverter
+	// DataConverter and FailureConverter are those the worker's client
+	// writes payloads and failures with (nil: the SDK's defaults): the fork
+	// activity decodes the source run's history with them.
+	DataConverter    converter.DataConverter
+	FailureConverter converter.FailureConverter
 }
 
 // Config is what runs started on this worker are held to.
@@ -201,12 +202,12 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 // readFork is the fork activity: it reads the source run's history from the
 // server and replays it to the fork's point. A source it cannot fork is a
 // refusal (not retried); a server it cannot reach is retried.
-func readFork(ctx context.Context, src workflows.ForkSource, dc converter.DataConverter) (workflows.ForkState, error) {
+func readFork(ctx context.Context, src workflows.ForkSource, read timeline.Options) (workflows.ForkState, error) {
 	c := activity.GetClient(ctx)
 	if c == nil {
 		return workflows.ForkState{}, errors.New("no Temporal client in this activity's context")
 	}
-	st, err := timeline.ForkState(ctx, c, src, timeline.Options{DataConverter: dc})
+	st, err := timeline.ForkState(ctx, c, src, read)
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -237,9 +238,9 @@ func Register(r Registry, o Options) error {
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
-	dc := o.DataConverter
+	read := timeline.Options{DataConverter: o.DataConverter, FailureConverter: o.FailureConverter}
 	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
-		return readFork(ctx, src, dc)
+		return readFork(ctx, src, read)
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	for _, t := range o.Tools {
 		// Whatever the tool returns, the activity reports a result within

@@ -98,7 +98,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "TLS on %s (%s); plaintext for this machine's processes at %s\n", s.server.Address(), auth, s.server.InternalAddress())
 	}
 	if *inboxAddr != "" {
-		ib, err := c.serveInbox(*inboxAddr, s.client, ibf, inboxListing{})
+		ib, err := c.serveInbox(*inboxAddr, s.client, s.conn, ibf, inboxListing{})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/inbox"
 )
 
@@ -71,7 +72,7 @@ type inboxListing struct {
 
 // serveInbox serves the approvals inbox over tc at addr. A non-loopback
 // address needs TLS (f.tlsCert and f.tlsKey) or f.insecure, which is warned about.
-func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxListing) (*served, error) {
+func (c *cli) serveInbox(addr string, tc client.Client, conn *connect.Conn, f inboxFlags, l inboxListing) (*served, error) {
 	tls, err := c.checkInboxListen(addr, f)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (c *cli) serveInbox(addr string, tc client.Client, f inboxFlags, l inboxLis
 			hosts = append(hosts, h)
 		}
 	}
-	srv := &http.Server{Handler: inbox.New(tgclient.New(tc, tgclient.WithQueryTimeout(l.queryTimeout)), inbox.Options{Hosts: hosts, TaskQueues: l.queues}),
+	srv := &http.Server{Handler: inbox.New(tgclient.New(tc, tgclient.WithConnection(conn), tgclient.WithQueryTimeout(l.queryTimeout)), inbox.Options{Hosts: hosts, TaskQueues: l.queues}),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	scheme := "http"
 	if tls {
@@ -156,7 +157,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	ib, err := c.serveInbox(*listen, tc, f, inboxListing{queues: queues.queues, queryTimeout: *timeout})
+	ib, err := c.serveInbox(*listen, tc, conn, f, inboxListing{queues: queues.queues, queryTimeout: *timeout})
 	if err != nil {
 		return err
 	}
@@ -170,7 +171,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 // the stack, and says where (with a policy: which key file to load).
 func (c *cli) demoInbox(s *stack, ds *demoSigners) (*served, error) {
 	no, off := "", false
-	ib, err := c.serveInbox("127.0.0.1:0", s.client, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{})
+	ib, err := c.serveInbox("127.0.0.1:0", s.client, s.conn, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{})
 	if err != nil {
 		return nil, err
 	}

@@ -229,11 +229,11 @@ func (c *cli) operatorFlags(fs interface {
 }
 
 // tgDial dials Temporal and returns toolgate's client on it, with the
-// connection's data converter and namespace.
+// connection's converters and namespace.
 func (c *cli) tgDial(ctx context.Context, cn *connect.Settings) (*tgclient.Client, func(), error) {
 	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return nil, nil, err
 	}
-	return tgclient.New(tc, tgclient.WithDataConverter(conn.Options.DataConverter), tgclient.WithNamespace(conn.Options.Namespace)), tc.Close, nil
+	return tgclient.New(tc, tgclient.WithConnection(conn)), tc.Close, nil
 }

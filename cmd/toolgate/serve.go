@@ -125,7 +125,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
-	opts.SearchAttributes, opts.DataConverter = true, s.conn.Options.DataConverter
+	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
 		return nil, err
