@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/pause"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -184,7 +185,7 @@ func (s *streamer) waitFor(ctx context.Context, ok func(workflows.State) bool) b
 		if errors.Is(err, client.ErrUnknownRun) || time.Now().After(deadline) {
 			break
 		}
-		if !sleep(ctx, h.opts.Poll) {
+		if !pause.For(ctx, h.opts.Poll) {
 			return false
 		}
 	}
@@ -200,16 +201,4 @@ func (s *streamer) waitFor(ctx context.Context, ok func(workflows.State) bool) b
 	}
 	_ = s.out.fail("not_taken", text.Clip(fmt.Sprintf("the run of thread %s has not shown the message within %s%s", s.thread, h.reflect, why), 1000))
 	return false
-}
-
-// sleep waits d, or less if ctx is done (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

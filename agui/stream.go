@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/pause"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -80,7 +81,7 @@ func (s *streamer) follow(ctx context.Context) {
 			}
 			s.lastWrite = time.Now()
 		}
-		if !sleep(ctx, h.opts.Poll) {
+		if !pause.For(ctx, h.opts.Poll) {
 			return
 		}
 	}

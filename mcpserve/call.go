@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/pause"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -47,18 +48,6 @@ func (b *backoff) next() time.Duration {
 		b.d = b.max
 	}
 	return d
-}
-
-// sleep waits d, or until ctx is done (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // callTool proposes a tools/call to the caller's run and answers how it
@@ -226,7 +215,7 @@ func (s *Server) propose(ctx context.Context, id string, in *workflows.RunInput,
 			}
 			return st, err
 		}
-		if !sleep(ctx, b.next()) {
+		if !pause.For(ctx, b.next()) {
 			return workflows.CallStatus{}, fmt.Errorf("run %s stayed busy: %w (%w)", id, ctx.Err(), err)
 		}
 	}
@@ -260,7 +249,7 @@ func (s *Server) poll(ctx context.Context, id string, st workflows.CallStatus) (
 	b := backoff{200 * time.Millisecond, 2 * time.Second}
 	waiting := st.Waiting != nil
 	for {
-		if !sleep(ctx, b.next()) {
+		if !pause.For(ctx, b.next()) {
 			return st, ctx.Err()
 		}
 		next, err := s.opts.Runs.Call(ctx, id, st.CallID)

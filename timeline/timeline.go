@@ -117,14 +117,13 @@ type chainRun struct {
 // runs each continued from (as a continue-as-new, a reset keeps the chain).
 func read(ctx context.Context, c client.Client, workflowID string) ([]chainRun, error) {
 	var runs []chainRun
-	runID := ""
+	d, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return nil, fmt.Errorf("describing run %s: %w", workflowID, err)
+	}
 	for {
 		if len(runs) >= MaxRuns {
 			return nil, fmt.Errorf("run %s has more than %d runs in its chain: too long to read", workflowID, MaxRuns)
-		}
-		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
-		if err != nil {
-			return nil, fmt.Errorf("describing run %q of %s: %w", runID, workflowID, err)
 		}
 		info := d.GetWorkflowExecutionInfo()
 		r := chainRun{id: info.GetExecution().GetRunId(), status: info.GetStatus(), queue: info.GetTaskQueue(), wfType: info.GetType().GetName()}
@@ -140,14 +139,12 @@ func read(ctx context.Context, c client.Client, workflowID string) ([]chainRun, 
 		if prev == "" {
 			break
 		}
-		pd, err := c.DescribeWorkflowExecution(ctx, workflowID, prev)
-		if err != nil {
+		if d, err = c.DescribeWorkflowExecution(ctx, workflowID, prev); err != nil {
 			return nil, fmt.Errorf("describing run %s of %s: %w", prev, workflowID, err)
 		}
-		if pd.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 			break // a retry or cron successor: the chain starts here
 		}
-		runID = prev
 	}
 	for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
 		runs[i], runs[j] = runs[j], runs[i]

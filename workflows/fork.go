@@ -70,7 +70,7 @@ func (in RunInput) checkFork() error {
 		return errors.New("fork.source: missing: name the workflow id of the run to fork")
 	case len(f.Source) > MaxNameBytes:
 		return fmt.Errorf("fork.source: %d bytes, at most %d", len(f.Source), MaxNameBytes)
-	case !callIDRE(f.At):
+	case !isCallID(f.At):
 		return fmt.Errorf("fork.at: %q: want a call id such as \"c-3\"", clip(f.At, MaxNameBytes))
 	case len(f.Args) > MaxArgsBytes:
 		return fmt.Errorf("fork.args: %d bytes, at most %d", len(f.Args), MaxArgsBytes)
@@ -91,7 +91,7 @@ func (in RunInput) checkFork() error {
 	return nil
 }
 
-func callIDRE(id string) bool {
+func isCallID(id string) bool {
 	n, ok := strings.CutPrefix(id, "c-")
 	v, err := strconv.Atoi(n)
 	return ok && err == nil && v > 0 && strconv.Itoa(v) == n

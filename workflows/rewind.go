@@ -48,7 +48,7 @@ const MaxTokenBytes = 4096
 func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 	var none signed.Claims
 	switch {
-	case !callIDRE(n.CallID):
+	case !isCallID(n.CallID):
 		return "", none, refusal(RefusedInput, "rewind note refused: call_id %q: want a call id such as \"c-3\"", clip(n.CallID, MaxNameBytes))
 	case n.BaseRunID == "" || len(n.BaseRunID) > MaxNameBytes:
 		return "", none, refusal(RefusedInput, "rewind note refused: base_run_id must name the run that was reset")

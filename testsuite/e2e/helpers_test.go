@@ -530,6 +530,29 @@ func (s *stack) startWorkerProc(name string, env []string, flags ...string) *pro
 
 // runCLI runs one toolgate client command and returns its combined output
 // and exit code (-1 when it did not exit by itself in time).
+// cliAt returns a runner of the toolgate CLI against address (its args then
+// --address address) that fails the test on an exit code other than want.
+func cliAt(t *testing.T, address string) func(want int, args ...string) string {
+	return func(want int, args ...string) string {
+		t.Helper()
+		out, code := runCLI(t, waitTimeout, append(args, "--address", address)...)
+		if code != want {
+			t.Fatalf("toolgate %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+}
+
+// writeFile writes content to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func runCLI(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,33 +19,19 @@ func TestRespondAndCancelFromTheCLI(t *testing.T) {
 	s := newStack(t)
 	dir := t.TempDir()
 	alicePub := newCLIKey(t, dir, "alice")
-	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
+	pol := writeFile(t, dir, "policy.yaml", fmt.Sprintf(`approvers:
   alice: {key: %q, roles: [support]}
 tools:
   search_tickets:
     rules:
       - {id: ask-archive, when: "args.query == 'archive'", decide: ask, approvers: {roles: [support]}}
   close_ticket: {approvers: {roles: [support]}}
-`, alicePub)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, alicePub))
 	s.startWorkerProc("worker", nil, "--policy", pol)
-	plan := filepath.Join(dir, "plan.json")
-	if err := os.WriteFile(plan, []byte(`{"goal":"look in the archive, then close TKT-1","planner":{"kind":"scripted","answer":"done",
-  "turns":[[{"tool":"search_tickets","args":{"query":"archive"}},{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}]]}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := []string{"--address", s.server.Address()}
+	plan := writeFile(t, dir, "plan.json", `{"goal":"look in the archive, then close TKT-1","planner":{"kind":"scripted","answer":"done",
+  "turns":[[{"tool":"search_tickets","args":{"query":"archive"}},{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}]]}}`)
 	alice := []string{"--as", "alice", "--key", filepath.Join(dir, "alice.key")}
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		out, code := runCLI(t, waitTimeout, append(args, addr...)...)
-		if code != want {
-			t.Fatalf("toolgate %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	cli := cliAt(t, s.server.Address())
 	const id = "cli-outcomes"
 	cli(0, "run", "--id", id, "--plan", plan)
 	testenv.Eventually(t, waitTimeout, "both calls waiting", func() error {

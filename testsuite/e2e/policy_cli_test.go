@@ -65,26 +65,15 @@ func TestSignedDecisionsFromTheCLI(t *testing.T) {
 	for _, name := range []string{"alice", "bob"} {
 		lines[name] = newCLIKey(t, dir, name)
 	}
-	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
+	pol := writeFile(t, dir, "policy.yaml", fmt.Sprintf(`approvers:
   alice: {key: %q, roles: [support]}
   bob:   {key: %q, roles: [finance]}
 tools:
   close_ticket: {approvers: {roles: [support]}}
-`, lines["alice"], lines["bob"])), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, lines["alice"], lines["bob"]))
 	s.startWorkerProc("worker", nil, "--policy", pol)
-	addr := []string{"--address", s.server.Address()}
 	key := func(name string) string { return filepath.Join(dir, name+".key") }
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		out, code := runCLI(t, waitTimeout, append(args, addr...)...)
-		if code != want {
-			t.Fatalf("toolgate %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	cli := cliAt(t, s.server.Address())
 
 	const id = "cli-policy"
 	cli(0, "run", "--id", id, "--goal", "find the login ticket and close it", "--as", "bob", "--key", key("bob"))

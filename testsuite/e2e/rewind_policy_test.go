@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,32 +20,18 @@ func TestRewindAndForkAreAnOperatorsSignedActs(t *testing.T) {
 	s := newStack(t)
 	dir := t.TempDir()
 	alicePub, olgaPub := newCLIKey(t, dir, "alice"), newCLIKey(t, dir, "olga")
-	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`approvers:
+	pol := writeFile(t, dir, "policy.yaml", fmt.Sprintf(`approvers:
   alice: {key: %q, roles: [support]}
   olga:  {key: %q, roles: [sre]}
 operators: [sre]
 tools:
   close_ticket: {approvers: {roles: [support]}}
-`, alicePub, olgaPub)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, alicePub, olgaPub))
 	s.startWorkerProc("worker", nil, "--policy", pol)
-	plan := filepath.Join(dir, "plan.json")
-	if err := os.WriteFile(plan, []byte(`{"goal":"close TKT-1","planner":{"kind":"scripted","answer":"done",
-  "turns":[[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}],[{"tool":"search_tickets","args":{"query":"charged twice"}}]]}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := []string{"--address", s.server.Address()}
+	plan := writeFile(t, dir, "plan.json", `{"goal":"close TKT-1","planner":{"kind":"scripted","answer":"done",
+  "turns":[[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}],[{"tool":"search_tickets","args":{"query":"charged twice"}}]]}}`)
 	as := func(who string) []string { return []string{"--as", who, "--key", filepath.Join(dir, who+".key")} }
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		out, code := runCLI(t, waitTimeout, append(args, addr...)...)
-		if code != want {
-			t.Fatalf("toolgate %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	cli := cliAt(t, s.server.Address())
 	const id = "policy-rewind"
 	cli(0, "run", "--id", id, "--plan", plan)
 	s.awaitCalls(id, "c-1")
