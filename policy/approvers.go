@@ -2,8 +2,12 @@ package policy
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/sorted"
 
 	"github.com/toolgate/toolgate/signed"
 )
@@ -91,4 +95,54 @@ func (p *Policy) TokenLifetime() time.Duration {
 		return d
 	}
 	return signed.MaxLifetime
+}
+
+// Channels a decision by link comes through (Approver.Via).
+const (
+	ViaSlack = "slack"
+	ViaEmail = "email"
+)
+
+// DecidesVia says why name may not decide by a click that came through
+// channel, or returns nil when they may: they are an approver whose via
+// names it, and the policy has a link_key.
+func (p *Policy) DecidesVia(name, channel string) error {
+	a, ok := p.Approvers[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not an approver of this worker's policy", name)
+	case p.LinkKey == "":
+		return errors.New("this worker's policy has no link_key, so no decision by link counts: sign it with your key")
+	case !slices.Contains(a.Via, channel):
+		return fmt.Errorf("%s may not decide through %s (their via is %v): sign the decision with your key", name, channel, a.Via)
+	}
+	return nil
+}
+
+// ViaKey is the link signer's public key (link_key); false if none.
+func (p *Policy) ViaKey() (ed25519.PublicKey, bool) {
+	if p.LinkKey == "" {
+		return nil, false
+	}
+	pub, err := signed.ParsePublicKey(p.LinkKey)
+	return pub, err == nil
+}
+
+// BySlack returns the approver whose Slack user id is id.
+func (p *Policy) BySlack(id string) (string, bool) {
+	for _, name := range sorted.Keys(p.Approvers) {
+		if id != "" && p.Approvers[name].Slack == id {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// Names are the approvers' names, sorted.
+func (p *Policy) Names() []string { return sorted.Keys(p.Approvers) }
+
+// Approver returns the approver named name.
+func (p *Policy) Approver(name string) (Approver, bool) {
+	a, ok := p.Approvers[name]
+	return a, ok
 }

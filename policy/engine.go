@@ -306,10 +306,10 @@ func (a Approvers) clone() Approvers {
 // clone is a deep copy of the policy.
 func (p *Policy) clone() *Policy {
 	c := &Policy{Approvers: make(map[string]Approver, len(p.Approvers)),
-		RequireSignedStart: p.RequireSignedStart, MaxTokenLifetime: p.MaxTokenLifetime, Operators: slices.Clone(p.Operators)}
+		RequireSignedStart: p.RequireSignedStart, MaxTokenLifetime: p.MaxTokenLifetime, Operators: slices.Clone(p.Operators), LinkKey: p.LinkKey}
 	//workflowcheck:ignore (copies into another map: order does not matter)
 	for name, a := range p.Approvers {
-		a.Roles = slices.Clone(a.Roles)
+		a.Roles, a.Via = slices.Clone(a.Roles), slices.Clone(a.Via)
 		c.Approvers[name] = a
 	}
 	if p.Tools != nil {

@@ -51,6 +51,15 @@ type Tool struct {
 type Approver struct {
 	Key   string   `json:"key" yaml:"key"`
 	Roles []string `json:"roles,omitempty" yaml:"roles"`
+	// Slack (a Slack user id, "U0123ABCD") and Email are where notifications
+	// reach this approver.
+	Slack string `json:"slack,omitempty" yaml:"slack"`
+	Email string `json:"email,omitempty" yaml:"email"`
+	// Via are the channels ("slack", "email") through which this approver
+	// may decide by a click, with no signature of their own: the decision is
+	// then signed by the policy's link_key and recorded as made through that
+	// channel. None: every decision of theirs is signed with their key.
+	Via []string `json:"via,omitempty" yaml:"via"`
 }
 
 // Policy is a policy file.
@@ -67,4 +76,9 @@ type Policy struct {
 	// (toolgate rewind, toolgate fork), each a signed act. None: under this
 	// policy nobody may.
 	Operators []string `json:"operators,omitempty" yaml:"operators"`
+	// LinkKey ("ed25519:…") is the public key of the link signer: the inbox
+	// listener that sends notifications' links and takes their clicks
+	// (--notify's link_key_file). A decision it signs counts as its
+	// approver's only if their via names the channel it came through.
+	LinkKey string `json:"link_key,omitempty" yaml:"link_key"`
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"net/mail"
 	"regexp"
 	"slices"
 	"strings"
@@ -59,6 +60,14 @@ func (p *Policy) Validate() error {
 			keyOwner[string(pub)] = name
 		}
 		checkRoles(place+".roles", a.Roles, fail)
+		p.checkReach(place, a, fail)
+	}
+	if p.LinkKey != "" {
+		if pub, err := signed.ParsePublicKey(p.LinkKey); err != nil {
+			fail("link_key", "%v", err)
+		} else if other, dup := keyOwner[string(pub)]; dup {
+			fail("link_key", "the same key as approver %s; the link signer needs a key of its own (toolgate keys new link)", other)
+		}
 	}
 
 	if p.MaxTokenLifetime != "" {
@@ -208,3 +217,34 @@ func quoteAll(s []string) []string {
 	}
 	return out
 }
+
+// checkReach checks where an approver is reached (slack, email) and the
+// channels they may decide through (via): each needs its address, and any
+// needs the policy's link_key, which signs those decisions.
+func (p *Policy) checkReach(place string, a Approver, fail func(place, format string, a ...any)) {
+	if a.Slack != "" && !slackIDRE.MatchString(a.Slack) {
+		fail(place+".slack", "%q is not a Slack user id (U or W and 2-20 capitals and digits)", a.Slack)
+	}
+	if a.Email != "" {
+		if m, err := mail.ParseAddress(a.Email); err != nil || m.Name != "" || m.Address != a.Email {
+			fail(place+".email", "%q: want a bare address (alice@example.com)", a.Email)
+		}
+	}
+	for i, ch := range a.Via {
+		at := fmt.Sprintf("%s.via[%d]", place, i)
+		switch {
+		case ch != ViaSlack && ch != ViaEmail:
+			fail(at, "%q: want slack or email", ch)
+		case slices.Index(a.Via, ch) != i:
+			fail(at, "%q given twice", ch)
+		case ch == ViaSlack && a.Slack == "":
+			fail(at, "slack needs the approver's Slack user id (slack: U…)")
+		case ch == ViaEmail && a.Email == "":
+			fail(at, "email needs the approver's address (email: …)")
+		case p.LinkKey == "":
+			fail(at, "deciding by link needs the policy's link_key: the public key of the link signer (--notify's link_key_file), which signs those decisions")
+		}
+	}
+}
+
+var slackIDRE = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)

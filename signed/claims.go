@@ -68,8 +68,14 @@ type Claims struct {
 	InputDigest string `json:"input_digest,omitempty"`
 	// Source (rewind) is the run id of the run of the chain that is reset,
 	// and Preview the hex SHA-256 of the preview the operator signed for.
-	Source   string `json:"source,omitempty"`
-	Preview  string `json:"preview,omitempty"`
+	Source  string `json:"source,omitempty"`
+	Preview string `json:"preview,omitempty"`
+	// Via (approve, reject; and every link token) is the channel a decision
+	// came through — "slack" or "email" — when it is signed not by the
+	// approver's key but by the policy's link_key, which the inbox listener
+	// that took the click holds (package confirm). The policy must let the
+	// approver decide that way (via).
+	Via      string `json:"via,omitempty"`
 	IssuedAt int64  `json:"iat"`
 	Expiry   int64  `json:"exp"`
 }

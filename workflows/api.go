@@ -204,6 +204,11 @@ const (
 type DecisionInput struct {
 	CallID   string `json:"call_id"`
 	Approver string `json:"approver,omitempty"`
+	// Via (rules version 8) is the channel the decision came through when a
+	// human clicked a notification ("slack", "email"; package confirm sets
+	// it): the trace records it. Under a policy it is the token's (a
+	// decision by link is signed by the policy's link_key).
+	Via string `json:"via,omitempty"`
 	// Note (approve) is kept in the trace.
 	Note string `json:"note,omitempty"`
 	// Reason (reject) is fed back to the planner.
@@ -367,7 +372,10 @@ type TraceRecord struct {
 	Rule string `json:"rule,omitempty"`
 	// OriginalArgs: Args are an approver's edit of these.
 	OriginalArgs json.RawMessage `json:"original_args,omitempty"`
-	At           time.Time       `json:"at"`
+	// Via names the approvals made by a click on a notification and the
+	// channel of each ("alice: slack").
+	Via string    `json:"via,omitempty"`
+	At  time.Time `json:"at"`
 }
 
 // RunResult is the result of an AgentRun.
@@ -393,6 +401,9 @@ type WorkerConfig struct {
 	SearchAttributes bool `json:"search_attributes"`
 	// Policy is the worker's approval policy, if it has one.
 	Policy *policy.Policy `json:"policy,omitempty"`
+	// Notify are the worker's notification targets (--notify): names,
+	// kinds and events, never an address or a secret (rules version 8).
+	Notify []NotifyTarget `json:"notify,omitempty"`
 }
 
 // ChainRequest names the run a continued run was continued from.

@@ -1,0 +1,372 @@
+// Package notify tells approvers that a call waits, and what became of it:
+// a signed JSON webhook, a Slack message with Approve / Reject / Open
+// buttons, an e-mail. A run delivers each notification through the notify
+// activity (Sender.Deliver), so a delivery is retried, keyed and recorded in
+// the run's trace; nothing here decides a call. Answers come back through
+// package confirm: a link's confirm page, and Slack's interactivity endpoint.
+package notify
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net/mail"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// MaxFileSize is the largest notify file Load reads.
+const MaxFileSize = 256 << 10
+
+// Kinds of target.
+const (
+	KindWebhook = "webhook"
+	KindSlack   = "slack"
+	KindEmail   = "email"
+)
+
+// DefaultSlackResponsePrefix is where Slack's response_url points; the
+// interactivity endpoint posts a message's update to no other place.
+const DefaultSlackResponsePrefix = "https://hooks.slack.com/"
+
+// Config is a notify file: its targets, the events each takes, and where
+// links point.
+type Config struct {
+	Targets []Target `yaml:"targets"`
+	// Events are the events every target takes unless it names its own
+	// (default: all of workflows.NotifyEvents).
+	Events []string `yaml:"events"`
+	// LinkBase is where the inbox listener is reachable ("https://toolgate.example"):
+	// links to confirm pages start with it. Empty: notifications carry no
+	// link and Slack messages no buttons.
+	LinkBase string `yaml:"link_base"`
+	// LinkKeyFile is the Ed25519 private key (toolgate keys new) that signs
+	// links and, under a policy whose link_key is its public key, the
+	// decisions approvers make by link. Required with link_base.
+	LinkKeyFile string `yaml:"link_key_file"`
+
+	linkKey ed25519.PrivateKey
+}
+
+// Target is one place notifications go. Exactly one of Webhook, Slack and
+// SMTP is set.
+type Target struct {
+	Name string `yaml:"name"`
+	// Events overrides Config.Events for this target.
+	Events []string `yaml:"events"`
+	// Timeout bounds one attempt ("10s", the default).
+	Timeout string `yaml:"timeout"`
+
+	// Webhook is a URL that takes a signed JSON POST; Secret signs it
+	// (X-Toolgate-Signature) and is required.
+	Webhook string `yaml:"webhook"`
+	Secret  string `yaml:"secret"`
+
+	// Slack is an incoming-webhook URL; SigningSecret is the Slack app's,
+	// which the interactivity endpoint checks every click against (with
+	// none, every click is refused). ResponseURLPrefix is where a click's
+	// response_url may point (DefaultSlackResponsePrefix).
+	Slack             string `yaml:"slack"`
+	SigningSecret     string `yaml:"signing_secret"`
+	ResponseURLPrefix string `yaml:"response_url_prefix"`
+
+	// SMTP is HOST:PORT of a mail server that speaks STARTTLS (always
+	// required); From the sender; User and Password its credentials (from the
+	// environment: ${SMTP_PASSWORD}); To are addresses that get every
+	// notification besides the approvers the call needs; CAFile a PEM file
+	// of the CAs to trust instead of the system's.
+	SMTP     string   `yaml:"smtp"`
+	From     string   `yaml:"from"`
+	User     string   `yaml:"user"`
+	Password string   `yaml:"password"`
+	To       []string `yaml:"to"`
+	CAFile   string   `yaml:"ca_file"`
+}
+
+// Kind says which kind of target t is.
+func (t Target) Kind() string {
+	switch {
+	case t.Webhook != "":
+		return KindWebhook
+	case t.Slack != "":
+		return KindSlack
+	case t.SMTP != "":
+		return KindEmail
+	}
+	return ""
+}
+
+// AttemptTimeout is how long one attempt may take.
+func (t Target) AttemptTimeout() time.Duration {
+	d, err := time.ParseDuration(t.Timeout)
+	if err != nil || d <= 0 {
+		return 10 * time.Second
+	}
+	return d
+}
+
+// Load reads the notify file at path, expanding ${VAR} from the
+// environment (a variable that is not set is an error: a secret left empty
+// would silently turn a check off), and checks it.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("notify file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("notify file %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("notify file %s: larger than %d bytes", path, MaxFileSize)
+	}
+	c, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("notify file %s: %w", path, err)
+	}
+	if c.LinkKeyFile != "" {
+		if c.linkKey, err = signed.ReadPrivateKey(c.LinkKeyFile); err != nil {
+			return nil, fmt.Errorf("notify file %s: link_key_file: %w", path, err)
+		}
+	}
+	return c, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Parse reads a notify file's text strictly (unknown keys refused),
+// expanding ${VAR} with lookup, and checks it. It reads no key file (Load
+// does; SetLinkKey sets one).
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var missing []string
+	text := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
+		name := envRef.FindStringSubmatch(m)[1]
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			missing = append(missing, name)
+		}
+		return yamlQuoted(v)
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("environment variables not set (or empty): %s", strings.Join(slices.Compact(missing), ", "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty notify file: want targets")
+		}
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// yamlQuoted is v as it may stand inside a quoted or plain YAML scalar: an
+// expanded value can never add keys or break the document's shape.
+func yamlQuoted(v string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
+	return r.Replace(v)
+}
+
+var targetName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Validate checks the file: named targets of exactly one kind each, known
+// events, a secret for every webhook, https URLs (http only to a loopback
+// host), addresses that parse, and a link key with link_base.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Targets) == 0 {
+		bad("targets: none; a notify file needs at least one")
+	}
+	if err := checkEvents("events", c.Events); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Targets {
+		at := fmt.Sprintf("targets[%d]", i)
+		if !targetName.MatchString(t.Name) {
+			bad("%s.name %q: want 1-32 of a-z, 0-9, _ and -", at, t.Name)
+		} else if seen[t.Name] {
+			bad("%s.name %q: given twice", at, t.Name)
+		}
+		seen[t.Name] = true
+		n := 0
+		for _, s := range []string{t.Webhook, t.Slack, t.SMTP} {
+			if s != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			bad("%s (%s): want exactly one of webhook, slack and smtp", at, t.Name)
+			continue
+		}
+		if err := checkEvents(at+".events", t.Events); err != nil {
+			errs = append(errs, err)
+		}
+		if t.Timeout != "" {
+			if d, err := time.ParseDuration(t.Timeout); err != nil || d <= 0 || d > time.Minute {
+				bad("%s.timeout %q: want a duration up to 1m", at, t.Timeout)
+			}
+		}
+		switch t.Kind() {
+		case KindWebhook:
+			if err := checkURL(t.Webhook); err != nil {
+				bad("%s.webhook: %v", at, err)
+			}
+			if t.Secret == "" {
+				bad("%s.secret: required: every webhook delivery is signed (X-Toolgate-Signature), and a receiver must check it", at)
+			}
+		case KindSlack:
+			if err := checkURL(t.Slack); err != nil {
+				bad("%s.slack: %v", at, err)
+			}
+			if t.ResponseURLPrefix != "" {
+				if err := checkURL(t.ResponseURLPrefix); err != nil {
+					bad("%s.response_url_prefix: %v", at, err)
+				}
+			}
+		case KindEmail:
+			if _, _, err := splitHostPort(t.SMTP); err != nil {
+				bad("%s.smtp %q: want HOST:PORT", at, t.SMTP)
+			}
+			if _, err := mail.ParseAddress(t.From); err != nil {
+				bad("%s.from %q: %v", at, t.From, err)
+			}
+			if (t.User == "") != (t.Password == "") {
+				bad("%s: user and password go together", at)
+			}
+			for j, a := range t.To {
+				if _, err := mail.ParseAddress(a); err != nil {
+					bad("%s.to[%d] %q: %v", at, j, a, err)
+				}
+			}
+		}
+		if t.Kind() != KindWebhook && t.Secret != "" {
+			bad("%s.secret: only a webhook takes one (a Slack app's is signing_secret)", at)
+		}
+		if t.Kind() != KindSlack && (t.SigningSecret != "" || t.ResponseURLPrefix != "") {
+			bad("%s: signing_secret and response_url_prefix belong to a slack target", at)
+		}
+	}
+	if c.LinkBase != "" {
+		if err := checkURL(c.LinkBase); err != nil {
+			bad("link_base: %v", err)
+		}
+		if c.LinkKeyFile == "" {
+			bad("link_key_file: required with link_base: links and the decisions made through them are signed with it (toolgate keys new link)")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkEvents(at string, events []string) error {
+	for _, e := range events {
+		if !slices.Contains(workflows.NotifyEvents, e) {
+			return fmt.Errorf("%s: unknown event %q (want %s)", at, e, strings.Join(workflows.NotifyEvents, ", "))
+		}
+	}
+	return nil
+}
+
+// checkURL accepts an absolute https URL, or http to a loopback host.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("%q: want an absolute URL", s)
+	case u.User != nil:
+		return fmt.Errorf("%q: credentials in the URL", s)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: want https (http only to a loopback address)", s)
+}
+
+// SetLinkKey sets the key that signs links (Load reads it from link_key_file).
+func (c *Config) SetLinkKey(k ed25519.PrivateKey) { c.linkKey = k }
+
+// LinkKey is the key that signs links; nil if the file sets none.
+func (c *Config) LinkKey() ed25519.PrivateKey { return c.linkKey }
+
+// TargetEvents is the events target t takes.
+func (c *Config) TargetEvents(t Target) []string {
+	switch {
+	case t.Events != nil:
+		return t.Events
+	case c.Events != nil:
+		return c.Events
+	}
+	return workflows.NotifyEvents
+}
+
+// Declared is what the worker tells its runs of the targets: names, kinds
+// and events, never an address or a secret.
+func (c *Config) Declared() []workflows.NotifyTarget {
+	var out []workflows.NotifyTarget
+	for _, t := range c.Targets {
+		out = append(out, workflows.NotifyTarget{Name: t.Name, Kind: t.Kind(), Events: slices.Clone(c.TargetEvents(t))})
+	}
+	return out
+}
+
+// Target returns the target named name.
+func (c *Config) Target(name string) (Target, bool) {
+	for _, t := range c.Targets {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// SlackSigningSecrets are the signing secrets of the Slack targets that set
+// one: a click verified by none of them is refused.
+func (c *Config) SlackSigningSecrets() []string {
+	var out []string
+	for _, t := range c.Targets {
+		if t.Kind() == KindSlack && t.SigningSecret != "" {
+			out = append(out, t.SigningSecret)
+		}
+	}
+	return out
+}
+
+// SlackResponsePrefixes are where a Slack click's response_url may point.
+func (c *Config) SlackResponsePrefixes() []string {
+	var out []string
+	for _, t := range c.Targets {
+		if t.Kind() == KindSlack {
+			p := t.ResponseURLPrefix
+			if p == "" {
+				p = DefaultSlackResponsePrefix
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
