@@ -64,11 +64,24 @@ type Options struct {
 	// activity decodes the source run's history with them.
 	DataConverter    converter.DataConverter
 	FailureConverter converter.FailureConverter
+	// Notify tells people of waiting calls, decisions and runs' ends
+	// (notify.NewSender over a --notify file); nil: nobody is told.
+	Notify Notifier
+}
+
+// Notifier is what a worker notifies through: the targets it declares to its
+// runs, and the notify activity that delivers to one (notify.Sender).
+type Notifier interface {
+	Targets() []workflows.NotifyTarget
+	Deliver(ctx context.Context, n workflows.Notification) (workflows.Delivery, error)
 }
 
 // Config is what runs started on this worker are held to.
 func (o Options) Config() workflows.WorkerConfig {
 	cfg := workflows.WorkerConfig{AllowAutoApprove: o.AllowAutoApprove, SearchAttributes: o.SearchAttributes, Policy: o.Policy}
+	if o.Notify != nil {
+		cfg.Notify = o.Notify.Targets()
+	}
 	for _, t := range o.Tools {
 		cfg.Tools = append(cfg.Tools, t.Spec)
 	}
@@ -242,6 +255,9 @@ func Register(r Registry, o Options) error {
 	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
 		return readFork(ctx, src, read)
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
+	if o.Notify != nil {
+		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
+	}
 	for _, t := range o.Tools {
 		// Whatever the tool returns, the activity reports a result within
 		// tool.MaxResultBytes (the marker beyond) and a failure within

@@ -74,6 +74,10 @@ type run struct {
 	// tasks (see historyLength).
 	lenSeen, localSince int
 
+	// notifySeq numbers the deliveries this run scheduled (their activity
+	// ids); notifying counts those in flight (notify.go).
+	notifySeq, notifying int
+
 	// obs watches a replay of this run (Observe); nil when it runs.
 	obs *Observer
 	// forkStep holds the proposals a fork starts with (fork.go).
@@ -108,9 +112,13 @@ type run struct {
 //	7               rewind and fork: an idempotency key names the call's
 //	                arguments too; a run takes the rewound signal; a fork
 //	                starts from its source's state, read by the worker
+//	8               notifications: a run tells the worker's --notify targets
+//	                of its waiting calls, decisions and end, by activity;
+//	                a decision may come by link (via), signed by the
+//	                policy's link_key
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 7
+	versionCurrent  = 8
 )
 
 // Versions of versionChangeID.
@@ -128,6 +136,8 @@ const (
 	// idempotency key names the digest of the arguments that run, so a call
 	// id a rewound run proposes again with other arguments is another key.
 	versionRewind workflow.Version = 7
+	// versionNotify: notifications (notify.go) and decisions by link (via).
+	versionNotify workflow.Version = 8
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -423,6 +433,8 @@ func (r *run) finish(ctx workflow.Context, status string) (RunResult, error) {
 	r.done = status
 	r.AwaitingInput = false
 	r.publish(ctx)
+	r.notifyEnd(ctx, status)
+	r.drainNotices(ctx)
 	return RunResult{Status: status, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.Trace}, nil
 }
 

@@ -27,6 +27,7 @@ type pending struct {
 	cancel   bool             // the rejection cancels the call
 	decided  bool
 	by       string         // who decided
+	via      []string       // "NAME: CHANNEL" for each decision made by a click on a notification
 	approval *tool.Approval // set when approved
 	reason   string         // set when rejected
 }
@@ -58,6 +59,7 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 	p.proposed = p.need
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
+	r.notifyCall(ctx, NotifyWaiting, p, "", "")
 	return r.wait(ctx, c, p)
 }
 
@@ -81,16 +83,19 @@ func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approv
 			msg += fmt.Sprintf(" (%d of %d approvals: %s)", len(p.ApprovedBy), p.need.Count, strings.Join(p.ApprovedBy, ", "))
 		}
 		r.record(*c, TraceRecord{Status: TraceExpired, Reason: msg, Rule: p.Rule})
+		r.notifyCall(ctx, NotifyExpired, p, TraceExpired, "")
 		return nil, &outcome{Status: TraceExpired, Error: r.notExecuted(msg)}
 	case p.response != nil:
-		r.record(*c, TraceRecord{Status: TraceResponded, Approver: p.by, Reason: p.reason, Rule: p.Rule, Result: p.response})
+		r.record(*c, TraceRecord{Status: TraceResponded, Approver: p.by, Reason: p.reason, Rule: p.Rule, Result: p.response, Via: p.viaText()})
+		r.notifyCall(ctx, NotifyDecided, p, TraceResponded, p.by)
 		return nil, &outcome{Status: TraceResponded, Result: p.response, Note: respondedNote(p)}
 	case p.approval == nil:
 		status := TraceRejected
 		if p.cancel {
 			status = TraceCancelled
 		}
-		r.record(*c, TraceRecord{Status: status, Approver: p.by, Reason: p.reason, Rule: p.Rule})
+		r.record(*c, TraceRecord{Status: status, Approver: p.by, Reason: p.reason, Rule: p.Rule, Via: p.viaText()})
+		r.notifyCall(ctx, NotifyDecided, p, status, p.by)
 		return nil, &outcome{Status: status, Error: r.notExecuted(fmt.Sprintf("%s by %s: %s", status, p.by, p.reason))}
 	default:
 		c.Args = p.CallArgs // an approver's edit, if they made one
@@ -98,7 +103,8 @@ func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approv
 		if p.OriginalArgs != nil && r.version >= versionOutcomes {
 			status = TraceEdited
 		}
-		r.record(*c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs})
+		r.record(*c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs, Via: p.viaText()})
+		r.notifyCall(ctx, NotifyDecided, p, status, p.approval.Approver)
 		return p.approval, nil
 	}
 }
@@ -151,7 +157,10 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 		if p.CallID != in.CallID || p.decided {
 			continue
 		}
-		d := ruling{approve: approve, verb: v, by: in.Approver, note: in.Note, reason: in.Reason, cancel: in.Cancel}
+		d := ruling{approve: approve, verb: v, by: in.Approver, note: in.Note, reason: in.Reason, cancel: in.Cancel, via: in.Via}
+		if err := r.checkVia(in); err != nil {
+			return nil, ruling{}, err
+		}
 		if r.engine != nil {
 			var err error
 			if d, err = r.verifyDecision(p, &in, v); err != nil {
@@ -247,6 +256,9 @@ func (r *run) decide(v verb, in DecisionInput) (DecisionResult, error) {
 		approver = "(unnamed)"
 	}
 	res := DecisionResult{CallID: p.CallID, Tool: p.Tool, Approver: approver}
+	if d.via != "" {
+		p.via = append(p.via, approver+": "+d.via)
+	}
 	if v == verbRespond {
 		p.decided, p.by, p.response = true, approver, d.response
 		p.reason = clip(strings.TrimSpace(d.note), MaxTextBytes)
@@ -337,4 +349,21 @@ func (r *run) decode(raw []byte, v any) error {
 		return tool.DecodeStrict(raw, v)
 	}
 	return tool.DecodeExact(raw, v)
+}
+
+// viaText names the decisions made by a click on a notification, and how.
+func (p *pending) viaText() string { return strings.Join(p.via, ", ") }
+
+// checkVia refuses a channel a run does not know, and one named by a run of
+// rules older than 8.
+func (r *run) checkVia(in DecisionInput) error {
+	switch {
+	case in.Via == "":
+		return nil
+	case r.version < versionNotify:
+		return refusal(RefusedDecision, "via refused: this run started under rules older than decisions by link")
+	case in.Via != policy.ViaSlack && in.Via != policy.ViaEmail:
+		return refusal(RefusedDecision, "via %q refused: want slack or email", clip(in.Via, 32))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,13 +118,42 @@ func (r *run) verifyToken(token string) (signed.Claims, error) {
 	if !ok {
 		return c, refusal(RefusedUnauthorized, "unknown approver %q: not an approver of this worker's policy", clip(c.Approver, MaxNameBytes))
 	}
+	signer := c.Approver + "'s key"
+	if c.Via != "" {
+		if key, err = r.viaKey(c); err != nil {
+			return c, err
+		}
+		signer = "the policy's link_key"
+	}
 	if _, err := signed.Verify(token, key); err != nil {
-		return c, refusal(RefusedUnauthorized, "bad signature: the token is not signed by %s's key (%s)", c.Approver, clip(err.Error(), 200))
+		return c, refusal(RefusedUnauthorized, "bad signature: the token is not signed by %s (%s)", signer, clip(err.Error(), 200))
 	}
 	if err := c.CheckTime(r.now(), TokenSkew); err != nil {
 		return c, refusal(RefusedUnauthorized, "%s's token refused: %s", c.Approver, clip(err.Error(), 300))
 	}
 	return c, r.checkFresh(token, c)
+}
+
+// viaKey is the key a decision by link (c.Via) must be signed with — the
+// policy's link_key — if the policy lets c's approver decide that way.
+func (r *run) viaKey(c signed.Claims) (ed25519.PublicKey, error) {
+	if r.version < versionNotify {
+		return nil, refusal(RefusedUnauthorized, "%s's token comes by link (via %s): this run started under rules older than decisions by link", c.Approver, clip(c.Via, 32))
+	}
+	if c.Action != signed.ActionApprove && c.Action != signed.ActionReject {
+		// The link signer takes clicks on Approve and Reject, nothing else:
+		// its key never grants, starts, rewinds nor answers in a tool's place.
+		return nil, refusal(RefusedUnauthorized, "%s's token by link (via %s) signs %q: a decision by link may only approve or reject a call", c.Approver, clip(c.Via, 32), clip(c.Action, 32))
+	}
+	pol := r.engine.Policy()
+	if err := pol.DecidesVia(c.Approver, c.Via); err != nil {
+		return nil, refusal(RefusedUnauthorized, "decision by link refused: %s", clip(err.Error(), 300))
+	}
+	key, ok := pol.ViaKey()
+	if !ok {
+		return nil, refusal(RefusedUnauthorized, "decision by link refused: the policy's link_key does not parse")
+	}
+	return key, nil
 }
 
 // checkTarget makes sure a verified token was signed for this run and for
@@ -151,6 +181,7 @@ type ruling struct {
 	verb             verb
 	response         json.RawMessage // canonical: the answer given in the tool's place (respond)
 	cancel           bool            // a rejection that cancels the call
+	via              string          // the channel of a decision by link (slack, email)
 }
 
 // edit is an approver's replacement for a call's arguments, checked.
@@ -188,9 +219,12 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, v verb) (ruling, err
 		return ruling{}, refusal(RefusedDecision, "note and reason are the token's: leave them out of the payload or send the signed ones")
 	case in.ArgsDigest != "" && in.ArgsDigest != c.ArgsDigest:
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
+	case in.Via != "" && in.Via != c.Via:
+		return ruling{}, refusal(RefusedUnauthorized, "via %q is not the one %s's token signs (%q)", clip(in.Via, 32), c.Approver, clip(c.Via, 32))
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
-	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, cancel: in.Cancel, by: c.Approver, note: c.Note, reason: c.Reason, editDigest: c.EditedDigest, dataDigest: c.DataDigest}, nil
+	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, cancel: in.Cancel, by: c.Approver, note: c.Note, reason: c.Reason,
+		editDigest: c.EditedDigest, dataDigest: c.DataDigest, via: c.Via}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not

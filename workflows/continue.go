@@ -39,6 +39,7 @@ func (r *run) historyLength(ctx workflow.Context) int {
 // Handlers finish first and signals already delivered are applied, so nothing
 // that arrived around the switch is lost.
 func (r *run) continueAsNew(ctx workflow.Context) error {
+	r.drainNotices(ctx)
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	yield(ctx)
 	r.drain(ctx)
