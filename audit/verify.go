@@ -32,6 +32,7 @@ func (a *auditor) verify(t pendingToken) {
 	if c.Grant != nil {
 		e.Tool = c.Grant.Tool
 	}
+	e.Channel = c.Via
 	if (t.action == signed.ActionStart || t.action == signed.ActionFork) && err == nil && e.Applied && !a.continued {
 		a.reqBy = c.Approver // a continued run keeps the chain's requester (its carry)
 	}
@@ -55,8 +56,21 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 	if !ok {
 		return c, fmt.Errorf("unknown approver %q: not an approver of the policy", c.Approver)
 	}
+	signer := c.Approver + "'s key"
+	if c.Via != "" { // a decision by link: the link signer's, if the policy lets the approver decide so
+		if c.Action != signed.ActionApprove && c.Action != signed.ActionReject {
+			return c, fmt.Errorf("a token by link (via %s) signs %q: a decision by link may only approve or reject", c.Via, c.Action)
+		}
+		if err := a.pol.DecidesVia(c.Approver, c.Via); err != nil {
+			return c, fmt.Errorf("decision by link refused: %v", err)
+		}
+		if key, ok = a.pol.ViaKey(); !ok {
+			return c, errors.New("decision by link: the policy's link_key does not parse")
+		}
+		signer = "the policy's link_key"
+	}
 	if _, err := signed.Verify(t.token, key); err != nil {
-		return c, fmt.Errorf("bad signature: not signed with %s's key in the policy", c.Approver)
+		return c, fmt.Errorf("bad signature: not signed with %s in the policy", signer)
 	}
 	switch {
 	case a.rep.WorkflowID == "":

@@ -123,6 +123,9 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 				width = 240 // and the reason whoever reset the run gave
 			}
 			check := "verified"
+			if e.Channel != "" {
+				check = "verified: by link (" + e.Channel + "), signed with the policy's link_key"
+			}
 			if !e.Verified {
 				check = "NOT VERIFIED: " + e.Problem
 			}
