@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
@@ -231,6 +232,31 @@ func readFork(ctx context.Context, src workflows.ForkSource, read timeline.Optio
 	return st, err
 }
 
+// heartbeating is deliver, heartbeating every NotifyHeartbeat/3 while it
+// runs: a delivery whose worker died is retried on another within
+// workflows.NotifyHeartbeat, not at the end of its start-to-close timeout.
+func heartbeating(deliver func(context.Context, workflows.Notification) (workflows.Delivery, error)) func(context.Context, workflows.Notification) (workflows.Delivery, error) {
+	return func(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			t := time.NewTicker(workflows.NotifyHeartbeat / 3)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					activity.RecordHeartbeat(ctx)
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return deliver(ctx, n)
+	}
+}
+
 // isTransient tells a server that could not answer from a refusal.
 func isTransient(err error) bool {
 	var unavailable *serviceerror.Unavailable
@@ -256,7 +282,7 @@ func Register(r Registry, o Options) error {
 		return readFork(ctx, src, read)
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	if o.Notify != nil {
-		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
+		r.RegisterActivityWithOptions(heartbeating(o.Notify.Deliver), activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}
 	for _, t := range o.Tools {
 		// Whatever the tool returns, the activity reports a result within

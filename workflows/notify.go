@@ -36,6 +36,10 @@ var notifyRetry = &temporal.RetryPolicy{
 	NonRetryableErrorTypes: []string{"NotifyRefused"},
 }
 
+// NotifyHeartbeat is a delivery's heartbeat timeout: one whose worker died
+// is tried again after it (the notify activity heartbeats while it runs).
+const NotifyHeartbeat = 10 * time.Second
+
 // NotifyAttempts is how many times a delivery is tried.
 const NotifyAttempts = 4
 
@@ -97,6 +101,7 @@ func (r *run) notify(ctx workflow.Context, n Notification) {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			ActivityID:          fmt.Sprintf("notify-%d-%s", r.notifySeq, t.Name),
 			StartToCloseTimeout: 90 * time.Second,
+			HeartbeatTimeout:    NotifyHeartbeat,
 			RetryPolicy:         notifyRetry,
 		})
 		f := workflow.ExecuteActivity(actx, NotifyActivity, n)
