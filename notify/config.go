@@ -119,7 +119,10 @@ func (t Target) AttemptTimeout() time.Duration {
 // Load reads the notify file at path, expanding ${VAR} from the
 // environment (a variable that is not set is an error: a secret left empty
 // would silently turn a check off), and checks it.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, os.LookupEnv) }
+
+// LoadWith is Load with ${VAR} looked up by lookup.
+func LoadWith(path string, lookup func(string) (string, bool)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("notify file: %w", err)
@@ -132,7 +135,7 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("notify file %s: larger than %d bytes", path, MaxFileSize)
 	}
-	c, err := Parse(data, os.LookupEnv)
+	c, err := Parse(data, lookup)
 	if err != nil {
 		return nil, fmt.Errorf("notify file %s: %w", path, err)
 	}
