@@ -98,12 +98,15 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "TLS on %s (%s); plaintext for this machine's processes at %s\n", s.server.Address(), auth, s.server.InternalAddress())
 	}
 	if *inboxAddr != "" {
-		ib, err := c.serveInbox(*inboxAddr, s.client, s.conn, ibf, inboxListing{})
+		ib, err := c.serveInbox(*inboxAddr, s.client, s.conn, ibf, inboxListing{}, s.replies())
 		if err != nil {
 			return err
 		}
 		defer ib.stop()
 		fmt.Fprintf(c.stdout, "approvals inbox at %s\n", ib.URL)
+		s.replies().say(c.stdout, ib.URL)
+	} else if wo.notify != nil && (wo.notify.LinkBase != "" || len(wo.notify.SlackSigningSecrets()) > 0) {
+		fmt.Fprintf(c.stderr, "WARNING: --notify's links and Slack buttons are answered on the inbox's listener: serve it (--inbox-address) where link_base and the Slack app's request URL point\n")
 	}
 	if *aguiAddr != "" {
 		a, err := c.devAGUI(*aguiAddr, s, af)

@@ -57,3 +57,23 @@ func crashAfterCommit(toolName string) func(string) error {
 		return nil
 	}
 }
+
+// crashBeforeNotifyEnv names the notify fault-injection switch: the worker
+// kills itself (SIGKILL) when a delivery to the named target starts, before
+// anything is sent — between a call's waiting and its notification.
+const crashBeforeNotifyEnv = "TOOLGATE_FAULT_CRASH_BEFORE_NOTIFY"
+
+// faultBeforeNotify returns the hook $TOOLGATE_FAULT_CRASH_BEFORE_NOTIFY asks
+// for, or nil when it is unset.
+func faultBeforeNotify() func(target string) {
+	name := os.Getenv(crashBeforeNotifyEnv)
+	if name == "" {
+		return nil
+	}
+	return func(target string) {
+		if target == name {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}

@@ -72,23 +72,33 @@ type inboxListing struct {
 
 // serveInbox serves the approvals inbox over tc at addr. A non-loopback
 // address needs TLS (f.tlsCert and f.tlsKey) or f.insecure, which is warned about.
-func (c *cli) serveInbox(addr string, tc client.Client, conn *connect.Conn, f inboxFlags, l inboxListing) (*served, error) {
-	tls, err := c.checkInboxListen(addr, f)
-	if err != nil {
+//
+// With rp, the listener also serves the links' confirm page and Slack's
+// interactivity endpoint (replies).
+func (c *cli) serveInbox(addr string, tc client.Client, conn *connect.Conn, f inboxFlags, l inboxListing, rp *replies) (*served, error) {
+	if _, err := c.checkInboxListen(addr, f); err != nil {
 		return nil, err
 	}
-	cert, key := *f.tlsCert, *f.tlsKey
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
+	return c.serveInboxOn(ln, tc, conn, f, l, rp)
+}
+
+// serveInboxOn is serveInbox on a listener already open (its address
+// checked).
+func (c *cli) serveInboxOn(ln net.Listener, tc client.Client, conn *connect.Conn, f inboxFlags, l inboxListing, rp *replies) (*served, error) {
+	cert, key := *f.tlsCert, *f.tlsKey
+	tls := cert != ""
 	var hosts []string
 	for _, h := range strings.Split(*f.hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	srv := &http.Server{Handler: inbox.New(tgclient.New(tc, tgclient.WithConnection(conn), tgclient.WithQueryTimeout(l.queryTimeout)), inbox.Options{Hosts: hosts, TaskQueues: l.queues}),
+	cl := tgclient.New(tc, tgclient.WithConnection(conn), tgclient.WithQueryTimeout(l.queryTimeout))
+	srv := &http.Server{Handler: rp.around(inbox.New(cl, inbox.Options{Hosts: hosts, TaskQueues: l.queues}), cl, hosts),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	scheme := "http"
 	if tls {
@@ -146,6 +156,8 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	f := addInboxFlags(fs, "", "listen-")
 	queues := servedQueuesFlag(fs)
 	timeout := queryTimeoutFlag(fs)
+	notifyFile := fs.String("notify", "", "the workers' notify file: serve its links' confirm page (/confirm) and Slack's interactivity endpoint (/slack/interactions) too")
+	policyFile := fs.String("policy", "", "with --notify: the workers' policy, to know who a Slack user or a link's recipient is and whether they may decide by link")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -157,21 +169,26 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	ib, err := c.serveInbox(*listen, tc, conn, f, inboxListing{queues: queues.queues, queryTimeout: *timeout})
+	rp, err := loadReplies(*notifyFile, *policyFile, c.stderr)
+	if err != nil {
+		return err
+	}
+	ib, err := c.serveInbox(*listen, tc, conn, f, inboxListing{queues: queues.queues, queryTimeout: *timeout}, rp)
 	if err != nil {
 		return err
 	}
 	defer ib.stop()
 	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, task queue %s)\n", ib.URL, conn.Describe(), strings.Join(queues.queues, ", "))
+	rp.say(c.stdout, ib.URL)
 	<-ctx.Done()
 	return nil
 }
 
 // demoInbox serves the demo's inbox on a free loopback port, stopped with
 // the stack, and says where (with a policy: which key file to load).
-func (c *cli) demoInbox(s *stack, ds *demoSigners) (*served, error) {
+func (c *cli) demoInbox(s *stack, ds *demoSigners, ln net.Listener) (*served, error) {
 	no, off := "", false
-	ib, err := c.serveInbox("127.0.0.1:0", s.client, s.conn, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{})
+	ib, err := c.serveInboxOn(ln, s.client, s.conn, inboxFlags{tlsCert: &no, tlsKey: &no, insecure: &off, hosts: &no, tlsFlag: "--inbox-tls-cert"}, inboxListing{}, s.replies())
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,9 @@ import (
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
+	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -52,6 +55,19 @@ type stack struct {
 	// approval policy (for serving MCP on top).
 	tools  []tool.Spec
 	policy bool
+	// notify and pol: the worker's --notify file and policy, which the
+	// inbox's listener answers links and Slack clicks with.
+	notify *notify.Config
+	pol    *policy.Policy
+}
+
+// replies is what the stack's inbox listener answers notifications with
+// (nil: the worker notifies nobody).
+func (s *stack) replies() *replies {
+	if s.notify == nil {
+		return nil
+	}
+	return &replies{notify: s.notify, policy: s.pol}
 }
 
 func (s *stack) stop() {
@@ -126,6 +142,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
+	opts.Notify, s.notify, s.pol = notifierOf(wo.notify), wo.notify, wo.policy
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
 		return nil, err
@@ -222,7 +239,7 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
-	opts.SearchAttributes = *wf.searchAttrs
+	opts.SearchAttributes, opts.Notify = *wf.searchAttrs, notifierOf(wo.notify)
 	cl, w, conn, err := worker.Connect(ctx, *wf.cn, *wf.tq, opts, func(o *client.Options) {
 		o.Logger, o.MetricsHandler = c.quietLogger(), tel.handler()
 	})
@@ -246,12 +263,13 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	policyFile := fs.String("policy", "", "an approval policy (examples/policy.yaml): approvers with an empty key get one the demo makes under DATA/keys, and decide by signed decisions")
 	mcpFile := fs.String("mcp", "", "run the MCP demo instead, with this file's filesystem server (examples/mcp-files.yaml): read a file twice, write it (gated), read it again")
 	share := fs.String("share", filepath.Join(".toolgate", "share"), "with --mcp: the directory the file's filesystem server serves (made, with a sample file, if missing)")
+	notifyFile := fs.String("notify", "", "tell a webhook receiver the demo starts of each waiting call, decision and run's end (examples/notify.yaml), and print what it receives")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *mcpFile != "" {
-		if *policyFile != "" || *planner != plan.KindSupport {
-			return errors.New("demo --mcp runs a scripted run without --policy or --planner")
+		if *policyFile != "" || *planner != plan.KindSupport || *notifyFile != "" {
+			return errors.New("demo --mcp runs a scripted run without --policy, --planner or --notify")
 		}
 		return c.demoMCP(ctx, *data, *mcpFile, *share, *yes)
 	}
@@ -266,13 +284,25 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		wo.policy = ds.policy
 		fmt.Fprintf(c.stdout, "policy %s: approvers' keys in %s\n", *policyFile, ds.dir)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // the inbox's, open first: notifications link to it
+	if err != nil {
+		return fmt.Errorf("the demo's inbox: %w", err)
+	}
+	defer ln.Close()
+	var rcv *demoReceiver
+	if *notifyFile != "" {
+		if rcv, wo.notify, err = c.demoNotify(*notifyFile, *data, "http://"+ln.Addr().String()); err != nil {
+			return err
+		}
+		defer rcv.stop()
+	}
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
 	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, connect.Settings{}, &wo, nil)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-	ib, err := c.demoInbox(s, ds)
+	ib, err := c.demoInbox(s, ds, ln)
 	if err != nil {
 		return err
 	}
@@ -307,6 +337,9 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	}
 	if t, err := s.desk.Ticket(ctx, "TKT-3"); err == nil {
 		fmt.Fprintf(c.stdout, "\nticket %s %q is %s\n", t.ID, t.Title, t.Status)
+	}
+	if rcv != nil {
+		fmt.Fprintf(c.stdout, "the webhook receiver took %d deliveries, each signed\n", rcv.received())
 	}
 	if ds == nil || res.Status != workflows.StatusCompleted {
 		return resultError(res)

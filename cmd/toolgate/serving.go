@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/worker"
@@ -26,6 +27,7 @@ type serving struct {
 	policyFile   *string
 	mcpFile      *string
 	deskDB       *string
+	notifyFile   *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
@@ -37,6 +39,7 @@ func servingFlags(fs *flag.FlagSet) serving {
 		otlpInsecure: fs.Bool("otlp-insecure", false, "with --otlp-endpoint: connect to the collector in plaintext, without TLS"),
 		policyFile:   fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 		mcpFile:      mcpFlag(fs),
+		notifyFile:   fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (README: Notifications)"),
 		deskDB:       fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 	}
 }
@@ -48,6 +51,7 @@ type workerOptions struct {
 	mcpFile      string                          // an --mcp file: its servers' tools join the worker's
 	deskDB       string                          // "" for the SQLite file under the data directory
 	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
+	notify       *notify.Config                  // a --notify file
 }
 
 func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions, error) {
@@ -59,6 +63,13 @@ func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions
 		}
 		warnPolicy(stderr, *sv.policyFile, p)
 		wo.policy = p
+	}
+	if *sv.notifyFile != "" {
+		n, err := notify.Load(*sv.notifyFile)
+		if err != nil {
+			return wo, err
+		}
+		wo.notify = n
 	}
 	return wo, nil
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/confirm"
+	"github.com/toolgate/toolgate/notify"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// replies is what an inbox listener answers notifications with: the
+// links' confirm page and Slack's interactivity endpoint (package confirm),
+// from the workers' notify file and policy.
+type replies struct {
+	notify *notify.Config
+	policy *policy.Policy
+}
+
+// confirmPaths are the paths the inbox listener hands to package confirm;
+// every other path is the inbox's.
+var confirmPaths = []string{"/confirm", "/confirm.js", "/confirm.css", "/slack/interactions"}
+
+// around is h with the confirm page and the Slack endpoint beside it (rp
+// nil: h alone).
+func (rp *replies) around(h http.Handler, cl *tgclient.Client, hosts []string) http.Handler {
+	if rp == nil {
+		return h
+	}
+	cf := confirm.New(cl, confirm.Options{Notify: rp.notify, Policy: rp.policy, Hosts: hosts})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(confirmPaths, r.URL.Path) {
+			cf.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// say tells where links and Slack clicks are answered.
+func (rp *replies) say(w io.Writer, inboxURL string) {
+	if rp == nil {
+		return
+	}
+	base := strings.TrimRight(inboxURL, "/")
+	slack := "refused: no Slack target has a signing_secret"
+	if len(rp.notify.SlackSigningSecrets()) > 0 {
+		slack = base + "/slack/interactions"
+	}
+	fmt.Fprintf(w, "notification links answered at %s/confirm (link_base: %s); Slack clicks: %s\n", base, orNone(rp.notify.LinkBase), slack)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none: notifications carry no link"
+	}
+	return s
+}
+
+// loadReplies loads `toolgate inbox`'s --notify and --policy files (nil
+// without --notify).
+func loadReplies(notifyFile, policyFile string, stderr io.Writer) (*replies, error) {
+	if notifyFile == "" {
+		if policyFile != "" {
+			return nil, fmt.Errorf("--policy goes with --notify: the inbox needs the policy only to answer notifications")
+		}
+		return nil, nil
+	}
+	n, err := notify.Load(notifyFile)
+	if err != nil {
+		return nil, err
+	}
+	rp := &replies{notify: n}
+	if policyFile != "" {
+		if rp.policy, err = policy.Load(policyFile); err != nil {
+			return nil, err
+		}
+		warnPolicy(stderr, policyFile, rp.policy)
+	}
+	return rp, nil
+}
+
+// notifierOf is the worker's notifier over a --notify file (nil: none),
+// with the end-to-end suite's fault injection when built with it.
+func notifierOf(c *notify.Config) worker.Notifier {
+	if c == nil {
+		return nil
+	}
+	var n worker.Notifier = notify.NewSender(c)
+	if hook := faultBeforeNotify(); hook != nil {
+		n = faultyNotifier{n, hook}
+	}
+	return n
+}
+
+// faultyNotifier calls hook with each delivery's target before delivering.
+type faultyNotifier struct {
+	worker.Notifier
+	hook func(target string)
+}
+
+func (f faultyNotifier) Deliver(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
+	f.hook(n.Target)
+	return f.Notifier.Deliver(ctx, n)
+}
