@@ -21,9 +21,9 @@ import (
 
 // Action ids of a Slack message's buttons.
 const (
-	ActionApprove = "toolgate_approve"
-	ActionReject  = "toolgate_reject"
-	ActionOpen    = "toolgate_open" // a URL button: the click decides nothing
+	SlackApprove = "toolgate_approve"
+	SlackReject  = "toolgate_reject"
+	SlackOpen    = "toolgate_open" // a URL button: the click decides nothing
 )
 
 // SlackMaxSkew is how far a Slack request's timestamp may be from the clock.
@@ -73,12 +73,12 @@ func (h *Handler) slack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := in.Actions[0]
-	if a.ActionID != ActionApprove && a.ActionID != ActionReject {
+	if a.ActionID != SlackApprove && a.ActionID != SlackReject {
 		w.WriteHeader(http.StatusOK) // the Open button, or another app's
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), SlackDecideTimeout)
-	msg := h.slackDecide(ctx, in, a.Value, a.ActionTS, a.ActionID == ActionApprove)
+	msg := h.slackDecide(ctx, in, a.Value, a.ActionTS, a.ActionID == SlackApprove)
 	cancel()
 	w.WriteHeader(http.StatusOK)
 	h.reply(in.ResponseURL, msg)

@@ -77,7 +77,7 @@ func (x *fixture) slack(body string, hdr map[string]string) (int, string) {
 // through the click's response_url. Slack's retry of the click acts once.
 func TestSlackClickApproves(t *testing.T) {
 	x := newFixture(t, false)
-	body := x.slackBody(click{user: "U9", username: "dana", action: ActionApprove, value: x.link("slack", notify.ViaSlack)})
+	body := x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)})
 	for range 2 {
 		status, resp := x.slack(body, nil)
 		require.Equal(t, http.StatusOK, status, resp)
@@ -100,7 +100,7 @@ func TestSlackClickApproves(t *testing.T) {
 	assert.Contains(t, p.Raw, "close_ticket")
 
 	// A rejection says who rejected it in Slack.
-	x.slack(x.slackBody(click{user: "U9", username: "dana", action: ActionReject, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackReject, value: x.link("slack", notify.ViaSlack)}), nil)
 	req, _ = x.f.calls()
 	require.Len(t, req, 3)
 	assert.Equal(t, "rejected in Slack by slack:dana", req[2].In.Reason)
@@ -111,7 +111,7 @@ func TestSlackClickApproves(t *testing.T) {
 // a bad signature, an old timestamp, a missing header, no secret configured.
 func TestSlackRefusesWhatSlackDidNotSign(t *testing.T) {
 	x := newFixture(t, false)
-	body := x.slackBody(click{user: "U9", username: "dana", action: ActionApprove, value: x.link("slack", notify.ViaSlack)})
+	body := x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)})
 	old := strconv.FormatInt(x.now.Add(-6*time.Minute).Unix(), 10)
 	for _, c := range []struct {
 		name string
@@ -134,7 +134,7 @@ func TestSlackRefusesWhatSlackDidNotSign(t *testing.T) {
 	// With no signing secret configured, every click is refused, however signed.
 	y := newFixture(t, false, func(o *Options) { o.Notify.Targets[0].SigningSecret = "" })
 	y.secret = "some secret"
-	status, resp := y.slack(y.slackBody(click{user: "U9", username: "dana", action: ActionApprove, value: y.link("slack", notify.ViaSlack)}), nil)
+	status, resp := y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: y.link("slack", notify.ViaSlack)}), nil)
 	assert.Equal(t, http.StatusUnauthorized, status)
 	assert.Contains(t, resp, "no Slack signing secret is configured")
 	y.mustNotDecide("no secret")
@@ -151,7 +151,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 		{"email only", "U3", "carol may not decide through slack"},
 		{"unknown Slack user", "U7", "not an approver of this deployment's policy"},
 	} {
-		status, _ := x.slack(x.slackBody(click{user: c.user, username: "someone", action: ActionApprove, value: link}), nil)
+		status, _ := x.slack(x.slackBody(click{user: c.user, username: "someone", action: SlackApprove, value: link}), nil)
 		assert.Equal(t, http.StatusOK, status, c.name)
 		got := x.posts()
 		require.NotEmpty(t, got, c.name)
@@ -162,7 +162,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 	}
 	x.mustNotDecide("clickers who may not decide")
 
-	status, _ := x.slack(x.slackBody(click{user: "U1", username: "alice.s", action: ActionReject, value: link}), nil)
+	status, _ := x.slack(x.slackBody(click{user: "U1", username: "alice.s", action: SlackReject, value: link}), nil)
 	require.Equal(t, http.StatusOK, status)
 	_, acted := x.f.calls()
 	require.Len(t, acted, 1)
@@ -185,7 +185,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 	x := newFixture(t, false)
 	for _, u := range []string{x.slackSrv.URL + "/elsewhere/1", x.slackSrv.URL + "/hooksX/1", "https://evil.example/hooks/"} {
-		status, _ := x.slack(x.slackBody(click{user: "U9", username: "dana", action: ActionApprove, value: x.link("slack", notify.ViaSlack), responseURL: u}), nil)
+		status, _ := x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack), responseURL: u}), nil)
 		assert.Equal(t, http.StatusOK, status)
 	}
 	assert.Empty(t, x.posts(), "nothing posted outside the prefixes")
@@ -193,9 +193,9 @@ func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 	assert.Len(t, acted, 1, "the decision itself is made (the same click each time)")
 
 	y := newFixture(t, false)
-	status, _ := y.slack(y.slackBody(click{user: "U9", username: "dana", action: ActionOpen, value: y.link("slack", notify.ViaSlack)}), nil)
+	status, _ := y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackOpen, value: y.link("slack", notify.ViaSlack)}), nil)
 	assert.Equal(t, http.StatusOK, status)
-	status, _ = y.slack(y.slackBody(click{user: "U9", username: "dana", action: ActionApprove, value: y.link("alice", notify.ViaEmail)}), nil)
+	status, _ = y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: y.link("alice", notify.ViaEmail)}), nil)
 	assert.Equal(t, http.StatusOK, status)
 	y.mustNotDecide("the Open button, and an e-mail link")
 	got := y.posts()
