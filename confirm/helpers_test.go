@@ -39,6 +39,7 @@ type fake struct {
 	mu        sync.Mutex
 	states    map[string]workflows.State
 	decideErr error
+	counted   bool // approvals count towards a quorum of 2
 	requests  []decideCall
 	acted     []decideCall
 	results   map[string]workflows.DecisionResult
@@ -73,6 +74,9 @@ func (f *fake) Decide(_ context.Context, id string, approve bool, in workflows.D
 	res := workflows.DecisionResult{CallID: in.CallID, Decision: workflows.TraceRejected, Approver: in.Approver, ArgsDigest: in.ArgsDigest}
 	if approve {
 		res.Decision = workflows.TraceApproved
+	}
+	if approve && f.counted {
+		res.Decision, res.ApprovedBy, res.Needed = workflows.DecisionCounted, []string{in.Approver}, 2
 	}
 	if in.Token != "" {
 		if c, err := signed.Peek(in.Token); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
@@ -202,4 +203,61 @@ func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
 	assert.Contains(t, got[0].Body["text"], "not Slack")
+}
+
+// A run's refusal of who clicked (unauthorized: self-approval, a wrong role)
+// is told only to them, the buttons left; any other refusal replaces the
+// message, saying so.
+func TestSlackShowsTheRunsRefusal(t *testing.T) {
+	x := newFixture(t, true)
+	link := x.link("slack", notify.ViaSlack)
+	x.f.decideErr = &client.Error{Kind: client.ErrUnauthorized, Msg: "self-approval refused: alice requested this run"}
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: link}), nil)
+	got := x.posts()
+	require.Len(t, got, 1)
+	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
+	assert.Contains(t, got[0].Body["text"], "self-approval refused")
+
+	x.f.decideErr = &client.Error{Kind: client.ErrAlreadyDecided, Msg: "call c-3 is not waiting"}
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: link}), nil)
+	got = x.posts()
+	require.Len(t, got, 2)
+	assert.Equal(t, true, got[1].Body["replace_original"])
+	assert.Equal(t, "refused: call c-3 is not waiting", got[1].Body["text"])
+}
+
+// A response prefix matches at a path boundary only.
+func TestResponsePrefixes(t *testing.T) {
+	h := New(&fake{}, Options{Notify: &notify.Config{Targets: []notify.Target{
+		{Name: "a", Slack: "https://hooks.slack.com/services/x"},
+		{Name: "b", Slack: "https://hooks.slack.com/services/y", ResponseURLPrefix: "https://slack.internal.example/hooks"}}}})
+	for u, want := range map[string]bool{
+		"https://hooks.slack.com/actions/T0/1/abc":      true,
+		"https://hooks.slack.com.evil.example/actions/": false,
+		"https://slack.internal.example/hooks/T0/1":     true,
+		"https://slack.internal.example/hooks":          true,
+		"https://slack.internal.example/hooksmith/1":    false,
+		"https://user@hooks.slack.com/actions/":         false,
+		"http://hooks.slack.com/actions/T0/1/abc":       false,
+		"":                                              false,
+	} {
+		assert.Equal(t, want, h.responseAllowed(u), u)
+	}
+	assert.False(t, New(&fake{}, Options{}).responseAllowed("https://hooks.slack.com/actions/T0/1/abc"), "no notify file: nowhere")
+}
+
+// An approval that counts towards a quorum leaves the message and its
+// buttons for the other approvers: the clicker alone is told; the page says
+// how many approvals there are.
+func TestQuorumApprovalKeepsTheButtons(t *testing.T) {
+	x := newFixture(t, false)
+	x.f.counted = true
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	got := x.posts()
+	require.Len(t, got, 1)
+	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
+	assert.Equal(t, "counted the approval of c-3 (close_ticket) by slack:dana via slack: 1 of 2 approvals; it waits for more", got[0].Body["text"])
+	status, body := x.post(url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "counted the approval of c-3 (close_ticket) by alice via email: 1 of 2 approvals")
 }
