@@ -239,7 +239,7 @@ func TestResponsePrefixes(t *testing.T) {
 		"https://slack.internal.example/hooksmith/1":    false,
 		"https://user@hooks.slack.com/actions/":         false,
 		"http://hooks.slack.com/actions/T0/1/abc":       false,
-		"":                                              false,
+		"": false,
 	} {
 		assert.Equal(t, want, h.responseAllowed(u), u)
 	}
