@@ -124,8 +124,10 @@ func New(b Backend, opts Options) *Handler {
 }
 
 // Paths are the paths the handler serves: mount it on the inbox's listener
-// for each.
-var Paths = []string{"/confirm", "/slack/interactions", webkeys.Path, "/confirm.js", "/confirm.css"}
+// for each (the inbox serves the same /sign.js).
+func Paths() []string {
+	return []string{"/confirm", "/slack/interactions", webkeys.Path, "/confirm.js", "/confirm.css"}
+}
 
 // ServeHTTP sets the security headers, refuses unknown hosts, and routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -66,7 +66,14 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		h.refused(w, ref)
 		return
 	}
-	res, err := h.b.Decide(ctx, f.link.WorkflowID, approve, in, client.WithUpdateID(updateID("link-", f.token, decision)))
+	// The same POST is the same update: the link and the decision, and —
+	// signed in the page — who signed it, so two approvers of a quorum who
+	// open one link are two approvals, never one update.
+	parts := []string{f.token, decision}
+	if in.Token != "" && in.Via == "" {
+		parts = append(parts, "\x00"+by)
+	}
+	res, err := h.b.Decide(ctx, f.link.WorkflowID, approve, in, client.WithUpdateID(updateID("link-", parts...)))
 	if err != nil {
 		err = fmt.Errorf("%s %s of run %s: %w", decision, f.it.CallID, f.link.WorkflowID, err)
 		h.refused(w, refuse(decideStatus(err), "refused: %v", err))

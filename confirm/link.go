@@ -115,7 +115,8 @@ func (h *Handler) signVia(f found, approver, channel string, approve bool, text 
 }
 
 // updateID is the id of a decision's update: prefix and the hex SHA-256 of
-// what makes the decision the same one (so sent twice, it acts once).
+// what makes the decision the same one, concatenated (so sent twice, it acts
+// once).
 func updateID(prefix string, parts ...string) string {
 	sum := sha256.New()
 	for _, p := range parts {

@@ -103,3 +103,26 @@ func TestNoPolicyRefusesAToken(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Two approvers who sign on one link are two updates (a quorum counts
+// both); the same signer posting again is the same update.
+func TestSignedInThePageTheUpdateIsTheSigners(t *testing.T) {
+	x := newFixture(t, true)
+	tok := x.link("bob", notify.ViaEmail)
+	now := x.now.Unix()
+	sign := func(name string, iat int64) string {
+		s, err := signed.Sign(x.keys[name], signed.Claims{Approver: name, WorkflowID: "run-1", Action: signed.ActionApprove, CallID: "c-3",
+			ArgsDigest: x.it.ArgsDigest, Kind: "gate", Asked: x.it.RequestedAt.UnixNano(), IssuedAt: iat, Expiry: iat + 600})
+		require.NoError(t, err)
+		return s
+	}
+	for _, s := range []string{sign("bob", now), sign("bob", now+1), sign("carol", now)} {
+		status, body := x.post(url.Values{"t": {tok}, "decision": {"approve"}, "token": {s}})
+		require.Equal(t, http.StatusOK, status, body)
+	}
+	req, acted := x.f.calls()
+	require.Len(t, req, 3)
+	assert.Equal(t, req[0].UpdateID, req[1].UpdateID, "bob twice: one update")
+	assert.NotEqual(t, req[0].UpdateID, req[2].UpdateID, "carol on bob's link: another")
+	assert.Len(t, acted, 2)
+}

@@ -133,10 +133,10 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 	dec := workflows.DecisionInput{CallID: f.it.CallID, ArgsDigest: f.it.ArgsDigest, Kind: f.it.Kind, Via: notify.ViaSlack}
 	var by string
 	if f.state.Policy {
-		name, ok := "", false
-		if h.opts.Policy != nil {
-			name, ok = h.opts.Policy.BySlack(in.User.ID)
+		if h.opts.Policy == nil {
+			return ephemeral("refused: " + h.mayClick("", notify.ViaSlack).Error())
 		}
+		name, ok := h.opts.Policy.BySlack(in.User.ID)
 		if !ok {
 			return ephemeral(fmt.Sprintf("refused: Slack user %s is not an approver of this deployment's policy (none has slack: %s), so the click decides nothing: "+
 				"open the link and sign the decision with your key", quote(in.User.ID), quote(in.User.ID)))
@@ -164,6 +164,8 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 	switch {
 	case errors.Is(err, client.ErrUnauthorized):
 		return ephemeral(fmt.Sprintf("refused: %v", err))
+	case errors.Is(err, context.DeadlineExceeded):
+		return ephemeral(fmt.Sprintf("the run did not answer within %s, so the decision may or may not be taken: look at run %s before you click again", SlackDecideTimeout, l.WorkflowID))
 	case err != nil:
 		return h.outcomeMessage(f, "refused: "+err.Error())
 	case res.Decision == workflows.DecisionCounted:

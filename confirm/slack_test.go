@@ -1,10 +1,12 @@
 package confirm
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -260,4 +262,16 @@ func TestQuorumApprovalKeepsTheButtons(t *testing.T) {
 	status, body := x.post(url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, "counted the approval of c-3 (close_ticket) by alice via email: 1 of 2 approvals")
+}
+
+// A run that does not answer in time: the clicker is told the decision may
+// or may not be taken, and the message keeps its buttons.
+func TestSlackTimeoutKeepsTheMessage(t *testing.T) {
+	x := newFixture(t, false)
+	x.f.decideErr = fmt.Errorf("approve c-3: %w", context.DeadlineExceeded)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	got := x.posts()
+	require.Len(t, got, 1)
+	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
+	assert.Contains(t, got[0].Body["text"], "may or may not be taken")
 }

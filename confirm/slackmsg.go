@@ -32,11 +32,13 @@ func ephemeral(text string) slackReply {
 // it, no buttons.
 func (h *Handler) outcomeMessage(f found, text string) slackReply {
 	it := f.it
+	// Slack's limits: a section's text 3000 characters, a field's 2000.
 	plain := func(s string) map[string]any { return map[string]any{"type": "plain_text", "text": clipText(s, 2900)} }
-	facts := []map[string]any{plain("Tool: " + it.Tool), plain("Call: " + it.CallID + " (" + string(it.Kind) + ")"),
-		plain("Run: " + f.link.WorkflowID), plain("args_digest: " + it.ArgsDigest)}
+	field := func(s string) map[string]any { return map[string]any{"type": "plain_text", "text": clipText(s, 1900)} }
+	facts := []map[string]any{field("Tool: " + it.Tool), field("Call: " + it.CallID + " (" + string(it.Kind) + ")"),
+		field("Run: " + f.link.WorkflowID), field("args_digest: " + it.ArgsDigest)}
 	if it.Reason != "" {
-		facts = append(facts, plain("Why it waited: "+it.Reason))
+		facts = append(facts, field("Why it waited: "+it.Reason))
 	}
 	blocks := []map[string]any{
 		{"type": "section", "text": plain(it.Tool + " · " + it.CallID), "fields": facts},
