@@ -275,3 +275,15 @@ func TestSlackTimeoutKeepsTheMessage(t *testing.T) {
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
 	assert.Contains(t, got[0].Body["text"], "may or may not be taken")
 }
+
+// A listener started without the deployment's policy takes no click on a
+// run under one: nobody can be told an approver by it.
+func TestSlackWithoutThePolicyDecidesNothingUnderOne(t *testing.T) {
+	x := newFixture(t, true, func(o *Options) { o.Policy = nil })
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.mustNotDecide("no policy on the listener")
+	got := x.posts()
+	require.Len(t, got, 1)
+	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
+	assert.Contains(t, got[0].Body["text"], "started without the deployment's policy")
+}
