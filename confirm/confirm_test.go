@@ -189,3 +189,26 @@ func TestPostShowsTheRunsRefusal(t *testing.T) {
 	assert.Contains(t, body, "refused: approve c-3 of run run-1: call c-3 is not waiting &lt;script&gt;x&lt;/script&gt;")
 	assert.NotContains(t, body, "<script>x")
 }
+
+// The form is form-encoded and at most MaxBodyBytes.
+func TestPostTakesOnlyTheForm(t *testing.T) {
+	x := newFixture(t, false)
+	form := url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}}
+	req, _ := http.NewRequest(http.MethodPost, x.srv.URL+"/confirm", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := x.srv.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+	form.Set("reason", strings.Repeat("x", MaxBodyBytes))
+	status, body := x.post(form)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	form.Set("reason", strings.Repeat("x", MaxReasonBytes+1))
+	status, body = x.post(form)
+	assert.Equal(t, http.StatusBadRequest, status, body)
+	form.Set("reason", "")
+	form.Add("decision", "reject")
+	status, body = x.post(form)
+	assert.Equal(t, http.StatusBadRequest, status, "two decisions: %s", body)
+	x.mustNotDecide("forms refused")
+}
