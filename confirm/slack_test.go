@@ -287,3 +287,11 @@ func TestSlackWithoutThePolicyDecidesNothingUnderOne(t *testing.T) {
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
 	assert.Contains(t, got[0].Body["text"], "started without the deployment's policy")
 }
+
+// A Slack request over MaxBodyBytes is refused unread.
+func TestSlackBodyLimit(t *testing.T) {
+	x := newFixture(t, false)
+	status, _ := x.slack("payload="+strings.Repeat("x", MaxBodyBytes+1), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, status)
+	x.mustNotDecide("a body over the limit")
+}
