@@ -53,7 +53,8 @@ require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
   const digest = await g.digest('refund', ` + jsString(t, args) + `);
   const token = await g.signToken(key, {sub: 'alice', wid: 'run-1', act: 'reject', call: 'c-2', digest,
     kind: 'gate', asked: '1796027884627275501', reason: 'no <b>', via: 'email', iat: 1700000000, exp: 1700000600});
-  console.log(JSON.stringify({token, digest}));
+  const parsed = await g.digest('refund', {z: [1, 'é'], a: {y: true, b: null}, m: 'x'});
+  console.log(JSON.stringify({token, digest, parsed}));
 })().catch((e) => { console.error(e); process.exit(1); });`
 	path := filepath.Join(t.TempDir(), "run.js")
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
@@ -63,13 +64,16 @@ require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
 	if err != nil {
 		t.Fatalf("node: %v\n%s", err, out)
 	}
-	var got struct{ Token, Digest string }
+	var got struct{ Token, Digest, Parsed string }
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node's output %q: %v", out, err)
 	}
 	want, _ := tool.Digest("refund", json.RawMessage(args))
 	if got.Digest != want {
 		t.Errorf("digest %s, tool.Digest %s", got.Digest, want)
+	}
+	if want, _ := tool.Digest("refund", json.RawMessage(`{"z":[1,"é"],"a":{"y":true,"b":null},"m":"x"}`)); got.Parsed != want {
+		t.Errorf("digest of a parsed value %s, tool.Digest %s", got.Parsed, want)
 	}
 	c, err := signed.Verify(got.Token, pub)
 	if err != nil {
