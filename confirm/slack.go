@@ -142,7 +142,7 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 				"open the link and sign the decision with your key", quote(in.User.ID), quote(in.User.ID)))
 		}
 		if err := h.mayClick(name, notify.ViaSlack); err != nil {
-			return ephemeral(fmt.Sprintf("refused: %v — %s may not decide through slack, so the click decides nothing: open the link and sign the decision with your key", err, name))
+			return ephemeral(fmt.Sprintf("refused: %v (the click decided nothing; open the link to sign it)", err))
 		}
 		tok, err := h.signVia(f, name, notify.ViaSlack, approve, rejectReason(approve, name))
 		if err != nil {

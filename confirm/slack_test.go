@@ -295,3 +295,15 @@ func TestSlackBodyLimit(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, status)
 	x.mustNotDecide("a body over the limit")
 }
+
+// Text from a run reaches Slack as text: the blocks are plain_text, and the
+// top-level text (mrkdwn) has &, < and > escaped, so it pings nobody.
+func TestSlackTextPingsNobody(t *testing.T) {
+	x := newFixture(t, false)
+	x.f.decideErr = &client.Error{Kind: client.ErrDigestMismatch, Msg: "args of <!channel> & <https://evil.example|click>"}
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	got := x.posts()
+	require.Len(t, got, 1)
+	assert.Equal(t, "refused: args of &lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;", got[0].Body["text"])
+	assert.NotContains(t, got[0].Raw, `"mrkdwn"`)
+}

@@ -25,7 +25,14 @@ type slackReply struct {
 
 // ephemeral is a reply only the clicker sees; the message stays as it is.
 func ephemeral(text string) slackReply {
-	return slackReply{ResponseType: "ephemeral", Text: clipText(text, 2900)}
+	return slackReply{ResponseType: "ephemeral", Text: mrkdwnText(text)}
+}
+
+// mrkdwnText is text as a message's top-level text, which Slack reads as
+// mrkdwn: &, < and > escaped (so text from a run links, mentions and pings
+// nobody), at most 2900 bytes.
+func mrkdwnText(text string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(clipText(text, 2900))
 }
 
 // outcomeMessage replaces the message: the call's facts and what became of
@@ -45,7 +52,7 @@ func (h *Handler) outcomeMessage(f found, text string) slackReply {
 		{"type": "section", "text": plain("Arguments:\n" + prettyJSON(it.CallArgs))},
 		{"type": "context", "elements": []map[string]any{plain(text)}},
 	}
-	return slackReply{ReplaceOriginal: true, Text: clipText(text, 2900), Blocks: blocks}
+	return slackReply{ReplaceOriginal: true, Text: mrkdwnText(text), Blocks: blocks}
 }
 
 // reply posts msg to responseURL from a goroutine with its own timeout —
