@@ -102,8 +102,18 @@ func TestConfirmPageInChromium(t *testing.T) {
 	if err := signed.WritePrivateKey(key, x.keys["bob"]); err != nil {
 		t.Fatal(err)
 	}
-	run("bob signs his rejection in the page", chromedp.Navigate(srv.URL+"/confirm?t="+url.QueryEscape(x.link("bob", notify.ViaEmail))),
-		chromedp.WaitVisible(chromedp.CSS("#keyfile")), chromedp.SetUploadFiles(chromedp.CSS("#keyfile"), []string{key}),
+	run("bob opens his link", chromedp.Navigate(srv.URL+"/confirm?t="+url.QueryEscape(x.link("bob", notify.ViaEmail))),
+		chromedp.WaitVisible(chromedp.CSS("#keyfile")))
+	if dir := os.Getenv("TOOLGATE_ARTIFACTS"); dir != "" {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "confirm.png"), png, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+	}
+	run("bob signs his rejection in the page", chromedp.SetUploadFiles(chromedp.CSS("#keyfile"), []string{key}),
 		chromedp.SendKeys(chromedp.CSS(`textarea[name=reason]`), "wrong <b>ticket</b>"), chromedp.Click(chromedp.CSS("button.reject")))
 	if got := banner(); !strings.Contains(got, "rejected c-3 (close_ticket) as bob") {
 		t.Fatalf("the page says %q", got)
