@@ -1,5 +1,6 @@
 // Package inbox is toolgate's web approvals inbox: one dependency-free page
-// (HTML, one script, one stylesheet, embedded in the binary) and a small JSON
+// (HTML, its script and the token signer it shares with package confirm,
+// internal/webkeys's sign.js, one stylesheet, embedded in the binary) and a small JSON
 // API over a toolgate client. It lists every call waiting for a decision
 // across runs, with its exact arguments and args_digest, and sends each
 // decision as an update bound to the digest the page showed. For any run it
@@ -30,6 +31,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/webkeys"
 	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
@@ -111,6 +113,7 @@ func New(b Backend, opts Options) *Handler {
 	h := &Handler{b: b, opts: opts, mux: http.NewServeMux()}
 	files, _ := fs.Sub(static, "static") // cannot fail: the directory is embedded
 	h.mux.Handle("GET /{$}", serveFile(files, "index.html", "text/html; charset=utf-8"))
+	h.mux.Handle("GET "+webkeys.Path, webkeys.Handler())
 	h.mux.Handle("GET /app.js", serveFile(files, "app.js", "text/javascript; charset=utf-8"))
 	h.mux.Handle("GET /app.css", serveFile(files, "app.css", "text/css; charset=utf-8"))
 	h.mux.HandleFunc("GET /api/pending", h.pending)

@@ -182,20 +182,23 @@ func calls(l List) []string {
 func TestPageIsServedUnderACSPWithoutInlineScript(t *testing.T) {
 	srv := httptest.NewServer(New(newFake(), Options{}))
 	defer srv.Close()
-	for _, path := range []string{"/", "/app.js", "/app.css", "/api/pending"} {
+	for _, path := range []string{"/", "/sign.js", "/app.js", "/app.css", "/api/pending"} {
 		resp, _ := getWith(t, srv, path, map[string]string{Header: "1", "Sec-Fetch-Site": "same-origin"})
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 		assert.Equal(t, CSP, resp.Header.Get("Content-Security-Policy"), path)
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
 	}
 	_, page := get(t, srv, "/")
-	for _, tag := range regexp.MustCompile(`<script[^>]*>`).FindAllString(page, -1) {
-		assert.Contains(t, tag, `src="/app.js"`, "only the script file, no inline script")
-	}
+	tags := regexp.MustCompile(`<script[^>]*>`).FindAllString(page, -1)
+	require.Len(t, tags, 2, "the signer, then the page's script")
+	assert.Contains(t, tags[0], `src="/sign.js"`, "only script files, no inline script: the signer first")
+	assert.Contains(t, tags[1], `src="/app.js"`, "only script files, no inline script")
 	assert.NotRegexp(t, `\son[a-z]+=`, page, "no inline event handlers")
-	_, js := get(t, srv, "/app.js")
-	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
-		assert.False(t, strings.Contains(js, sink), "app.js uses %s: the script must insert run data as text only", sink)
+	for _, path := range []string{"/sign.js", "/app.js"} {
+		_, js := get(t, srv, path)
+		for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+			assert.False(t, strings.Contains(js, sink), "%s uses %s: the script must insert run data as text only", path, sink)
+		}
 	}
 }
 

@@ -122,9 +122,10 @@ func TestInboxInChromium(t *testing.T) {
 		}
 	}
 	pwned := read(t, ctx, "window.pwned", chromedp.Evaluate[int](`window.pwned === undefined ? 0 : window.pwned`))
+	// The page's own scripts are two: the signer (/sign.js) and app.js.
 	scripts := read(t, ctx, "count scripts", chromedp.Evaluate[int](`document.querySelectorAll('script, #calls img').length`))
 	auth := read(t, ctx, "read the banner", chromedp.TextContent(chromedp.CSS("#auth")))
-	if pwned != 0 || scripts != 1 || !strings.Contains(shown, hostile) {
+	if pwned != 0 || scripts != 2 || !strings.Contains(shown, hostile) {
 		t.Errorf("a tool argument holding markup ran or was parsed (pwned %d, %d script/img elements) or is not shown as text", pwned, scripts)
 	}
 	if !strings.Contains(auth, "Decisions are unauthenticated") {

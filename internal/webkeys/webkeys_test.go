@@ -1,0 +1,103 @@
+package webkeys
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// The handler serves the script as JavaScript.
+func TestHandlerServesTheScript(t *testing.T) {
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/javascript") {
+		t.Fatalf("GET %s: %d %q", Path, rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if !strings.Contains(rec.Body.String(), "window.toolgateSign") {
+		t.Fatal("the script does not expose window.toolgateSign")
+	}
+}
+
+// sign.js, run by node (skipped without it), signs a token signed.Verify
+// accepts with exactly the claims given — via included — and digests
+// arguments as tool.Digest does.
+func TestScriptSignsWhatGoVerifies(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found")
+	}
+	pub, priv, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	args := `{"b":[1,2.50,1e3],"a":"é","n":9007199254740993}`
+	script := `globalThis.window = globalThis;
+require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
+(async () => {
+  const g = window.toolgateSign, key = await g.importKey(` + string(pemText) + `);
+  const digest = await g.digest('refund', ` + jsString(t, args) + `);
+  const token = await g.signToken(key, {sub: 'alice', wid: 'run-1', act: 'reject', call: 'c-2', digest,
+    kind: 'gate', asked: '1796027884627275501', reason: 'no <b>', via: 'email', iat: 1700000000, exp: 1700000600});
+  const parsed = await g.digest('refund', {z: [1, 'é'], a: {y: true, b: null}, m: 'x'});
+  console.log(JSON.stringify({token, digest, parsed}));
+})().catch((e) => { console.error(e); process.exit(1); });`
+	path := filepath.Join(t.TempDir(), "run.js")
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var got struct{ Token, Digest, Parsed string }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node's output %q: %v", out, err)
+	}
+	want, _ := tool.Digest("refund", json.RawMessage(args))
+	if got.Digest != want {
+		t.Errorf("digest %s, tool.Digest %s", got.Digest, want)
+	}
+	if want, _ := tool.Digest("refund", json.RawMessage(`{"z":[1,"é"],"a":{"y":true,"b":null},"m":"x"}`)); got.Parsed != want {
+		t.Errorf("digest of a parsed value %s, tool.Digest %s", got.Parsed, want)
+	}
+	c, err := signed.Verify(got.Token, pub)
+	if err != nil {
+		t.Fatalf("the script's token does not verify: %v", err)
+	}
+	wantClaims := signed.Claims{Approver: "alice", WorkflowID: "run-1", Action: "reject", CallID: "c-2", ArgsDigest: want,
+		Kind: "gate", Asked: 1796027884627275501, Reason: "no <b>", Via: "email", IssuedAt: 1700000000, Expiry: 1700000600}
+	if c != wantClaims {
+		t.Errorf("claims %+v, want %+v", c, wantClaims)
+	}
+}
+
+func jsString(t *testing.T, s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
