@@ -24,10 +24,6 @@ type replies struct {
 	policy *policy.Policy
 }
 
-// confirmPaths are the paths the inbox listener hands to package confirm;
-// every other path is the inbox's.
-var confirmPaths = []string{"/confirm", "/confirm.js", "/confirm.css", "/slack/interactions"}
-
 // around is h with the confirm page and the Slack endpoint beside it (rp
 // nil: h alone).
 func (rp *replies) around(h http.Handler, cl *tgclient.Client, hosts []string) http.Handler {
@@ -35,8 +31,9 @@ func (rp *replies) around(h http.Handler, cl *tgclient.Client, hosts []string) h
 		return h
 	}
 	cf := confirm.New(cl, confirm.Options{Notify: rp.notify, Policy: rp.policy, Hosts: hosts})
+	paths := confirm.Paths() // every other path is the inbox's
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(confirmPaths, r.URL.Path) {
+		if slices.Contains(paths, r.URL.Path) {
 			cf.ServeHTTP(w, r)
 			return
 		}

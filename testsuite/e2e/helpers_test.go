@@ -117,14 +117,20 @@ func (w *inWorker) stop() {
 
 // startWorker starts an in-process worker on the stack's client.
 func (s *stack) startWorker(allowAutoApprove bool) *inWorker {
+	return s.startWorkerWith(func(o *worker.Options) { o.AllowAutoApprove = allowAutoApprove })
+}
+
+// startWorkerWith starts an in-process worker on the stack's client, its
+// options (the demo desk's, with search attributes) changed by edit.
+func (s *stack) startWorkerWith(edit func(*worker.Options)) *inWorker {
 	t := s.t
 	t.Helper()
 	opts, d, err := demo.OptionsWithDesk(s.dataDir, s.deskDB)
 	if err != nil {
 		t.Fatalf("demo.Options: %v", err)
 	}
-	opts.AllowAutoApprove = allowAutoApprove
 	opts.SearchAttributes = true
+	edit(&opts)
 	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
 		_ = d.Close()
