@@ -109,7 +109,7 @@ func slackArgs(args json.RawMessage) string {
 // Approve and Reject buttons (value: token) and an Open button (url: link).
 func SlackMessage(n workflows.Notification, token, link string) map[string]any {
 	title, blocks := slackFacts(n)
-	if token != "" && link != "" {
+	if n.Event == workflows.NotifyWaiting && token != "" && link != "" {
 		blocks = append(blocks, map[string]any{
 			"type":     "actions",
 			"block_id": "toolgate_decide",

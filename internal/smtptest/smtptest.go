@@ -5,7 +5,6 @@ package smtptest
 
 import (
 	"crypto/tls"
-	"errors"
 	"io"
 	"log"
 	"net"
@@ -141,7 +140,7 @@ func (x *session) Auth(mech string) (sasl.Server, error) {
 		x.s.auths = append(x.s.auths, user)
 		x.s.mu.Unlock()
 		if user != x.s.opts.User || password != x.s.opts.Password {
-			return errors.New("invalid credentials")
+			return smtp.ErrAuthFailed
 		}
 		x.user = user
 		return nil
