@@ -5,13 +5,19 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -115,3 +121,28 @@ func TestLinkFor(t *testing.T) {
 }
 
 func urlUnescape(s string) (string, error) { return url.QueryUnescape(s) }
+
+// As the activity, the key is the activity's own identity: the same for
+// every retry of it, whatever the notification says.
+func TestDeliverAsActivity(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Idempotency-Key")
+	}))
+	defer srv.Close()
+	s := NewSender(&Config{Targets: []Target{{Name: "ops", Webhook: srv.URL + "/h", Secret: "s"}}})
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(s.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
+	val, err := env.ExecuteActivity(workflows.NotifyActivity, waiting("ops"))
+	require.NoError(t, err)
+	var d workflows.Delivery
+	require.NoError(t, val.Get(&d))
+	assert.Equal(t, d.Key, <-got)
+	assert.Regexp(t, `^default-test-workflow-id/default-test-run-id/[^/]+$`, d.Key)
+
+	_, err = env.ExecuteActivity(workflows.NotifyActivity, waiting("nope"))
+	assert.ErrorContains(t, err, "is not in this worker's notify file")
+}
