@@ -104,6 +104,12 @@ func TestLinkFor(t *testing.T) {
 	assert.Empty(t, tok+link, "links off with no link_base")
 
 	pub := withLinks(t, c)
+	c.LinkBase = ""
+	tok, link, err = c.LinkFor(n, "alice", "email", now)
+	require.NoError(t, err)
+	assert.Empty(t, tok+link, "a key without link_base: no links")
+	c.LinkBase = linkBase
+
 	tok, link, err = c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
 	assert.Contains(t, link, "https://toolgate.example/confirm?t=")
@@ -113,6 +119,14 @@ func TestLinkFor(t *testing.T) {
 	l.Expires = n.ExpiresAt
 	assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Recipient: "alice", Channel: "email",
 		Expires: n.ExpiresAt}, l)
+
+	// A call with no deadline: the link's own lifetime bounds it.
+	n.ExpiresAt = time.Time{}
+	tok, _, err = c.LinkFor(n, "alice", "email", now)
+	require.NoError(t, err)
+	l, err = VerifyLink(pub, tok, now)
+	require.NoError(t, err)
+	assert.Equal(t, now.Add(MaxLinkLifetime).Unix(), l.Expires.Unix())
 
 	n.Event = workflows.NotifyDecided
 	tok, link, err = c.LinkFor(n, "alice", "email", now)

@@ -107,7 +107,7 @@ func TestSlackNoLinksNoButtons(t *testing.T) {
 
 func TestSlackArgsClipped(t *testing.T) {
 	n := waiting("team")
-	n.Args = json.RawMessage(`{"blob":"` + strings.Repeat("<", 5000) + "```" + `"}`)
+	n.Args = json.RawMessage(`{"blob":"` + "```" + strings.Repeat("<", 5000) + `"}`)
 	_, blocks := slackBlocks(t, mustJSON(t, SlackMessage(n, "", "")))
 	args := blockText(blocks[2])
 	assert.LessOrEqual(t, len(args), slackTextLimit)
