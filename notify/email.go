@@ -45,8 +45,24 @@ func recipients(t Target, n workflows.Notification) []recipient {
 	for _, a := range n.Approvers {
 		add(a.Name, a.Email)
 	}
-	for _, a := range t.To {
-		add(a, a)
+	return append(out, toRecipients(t, seen)...)
+}
+
+// toRecipients are t's to: addresses, bare, each once (seen: those already
+// taken).
+func toRecipients(t Target, seen map[string]bool) []recipient {
+	var out []recipient
+	for _, s := range t.To {
+		addr := s
+		if a, err := mail.ParseAddress(s); err == nil {
+			addr = a.Address // "Ops <ops@example.com>": ops@example.com
+		}
+		key := strings.ToLower(addr)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, recipient{name: addr, addr: addr})
 	}
 	return out
 }
@@ -64,23 +80,33 @@ func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notificati
 	if err != nil {
 		return "", refused("from %q: %v", t.From, err)
 	}
-	msgs := make([][]byte, len(to))
-	for i, r := range to {
+	var sent, refusedTo []string
+	var good []recipient
+	var msgs [][]byte
+	for _, r := range to {
+		if a, err := mail.ParseAddress(r.addr); err != nil || a.Address != r.addr {
+			refusedTo = append(refusedTo, fmt.Sprintf("%.80q (not an address)", r.addr))
+			continue
+		}
 		_, link, err := s.linkFor(n, r.name, KindEmail)
 		if err != nil {
 			return "", err
 		}
-		msgs[i] = emailMessage(n, from, r, key, link, s.now())
+		good = append(good, r)
+		msgs = append(msgs, emailMessage(n, from, r, key, link, s.now()))
+	}
+	if len(good) == 0 {
+		return "", refused("no recipient: %s", strings.Join(refusedTo, ", "))
 	}
 
-	c, err := s.dialSMTP(ctx, t)
+	c, stop, err := s.dialSMTP(ctx, t)
 	if err != nil {
 		return "", err
 	}
+	defer stop()
 	defer c.Close()
-	var sent, refusedTo []string
 	var retry bool
-	for i, r := range to {
+	for i, r := range good {
 		err := sendOne(c, from.Address, r.addr, msgs[i])
 		if err == nil {
 			sent = append(sent, r.addr)
@@ -88,7 +114,7 @@ func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notificati
 		}
 		var te *textproto.Error
 		if !errors.As(err, &te) { // the connection broke: no point going on
-			return "", failed("after %d of %d messages: %v", len(sent), len(to), err)
+			return "", failed("after %d of %d messages: %v", len(sent), len(good), err)
 		}
 		retry = retry || te.Code < 500
 		refusedTo = append(refusedTo, fmt.Sprintf("%s (%d %s)", r.addr, te.Code, oneLine(te.Msg)))
@@ -98,7 +124,7 @@ func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notificati
 	}
 	_ = c.Quit()
 	if len(refusedTo) > 0 {
-		msg := fmt.Sprintf("the server refused %s; sent: %s", strings.Join(refusedTo, ", "), orNone(sent))
+		msg := fmt.Sprintf("not sent to %s; sent: %s", strings.Join(refusedTo, ", "), orNone(sent))
 		if retry {
 			return "", failed("%s", msg)
 		}
@@ -137,63 +163,67 @@ func sendOne(c *smtp.Client, from, to string, msg []byte) error {
 }
 
 // dialSMTP connects to t's server within the attempt timeout (and ctx),
-// requires STARTTLS before anything else is said, and authenticates.
-func (s *Sender) dialSMTP(ctx context.Context, t Target) (*smtp.Client, error) {
+// requires STARTTLS before anything else is said, and authenticates. Until
+// stop is called, cancelling ctx (the activity's) ends the conversation.
+func (s *Sender) dialSMTP(ctx context.Context, t Target) (*smtp.Client, func() bool, error) {
 	host, _, err := splitHostPort(t.SMTP)
 	if err != nil {
-		return nil, refused("smtp %q: want HOST:PORT", t.SMTP)
+		return nil, nil, refused("smtp %q: want HOST:PORT", t.SMTP)
 	}
 	tlsConf := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, refused("ca_file: %v", err)
+			return nil, nil, refused("ca_file: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, refused("ca_file %s: no PEM certificate in it", t.CAFile)
+			return nil, nil, refused("ca_file %s: no PEM certificate in it", t.CAFile)
 		}
 		tlsConf.RootCAs = pool
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.AttemptTimeout())
+	dialCtx, cancel := context.WithTimeout(ctx, t.AttemptTimeout())
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", t.SMTP)
+	conn, err := (&net.Dialer{}).DialContext(dialCtx, "tcp", t.SMTP)
 	if err != nil {
-		return nil, failed("connect to %s: %v", t.SMTP, err)
+		return nil, nil, failed("connect to %s: %v", t.SMTP, err)
 	}
-	deadline, _ := ctx.Deadline()
+	deadline, _ := dialCtx.Deadline()
 	_ = conn.SetDeadline(deadline) // the whole conversation, not each step
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
+		stop()
 		conn.Close()
-		return nil, smtpError("greeting", err)
+		return nil, nil, smtpError("greeting", err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
+			stop()
 			c.Close()
 		}
 	}()
 	if err := c.Hello("localhost"); err != nil {
-		return nil, smtpError("EHLO", err)
+		return nil, nil, smtpError("EHLO", err)
 	}
 	if has, _ := c.Extension("STARTTLS"); !has {
-		return nil, refused("%s does not offer STARTTLS: refusing to send credentials or mail in plaintext", t.SMTP)
+		return nil, nil, refused("%s does not offer STARTTLS: refusing to send credentials or mail in plaintext", t.SMTP)
 	}
 	if err := c.StartTLS(tlsConf); err != nil {
 		var cv *tls.CertificateVerificationError
 		if errors.As(err, &cv) {
-			return nil, refused("STARTTLS: %v", err)
+			return nil, nil, refused("STARTTLS: %v", err)
 		}
-		return nil, smtpError("STARTTLS", err)
+		return nil, nil, smtpError("STARTTLS", err)
 	}
 	if t.User != "" {
 		if err := c.Auth(smtp.PlainAuth("", t.User, t.Password, host)); err != nil {
-			return nil, smtpError("AUTH", err)
+			return nil, nil, smtpError("AUTH", err)
 		}
 	}
 	ok = true
-	return c, nil
+	return c, stop, nil
 }
 
 // smtpError classes a server's answer: 5xx refused, anything else failed.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
+	"net"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/internal/smtptest"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 const (
@@ -51,7 +53,7 @@ var linkInBody = regexp.MustCompile(`https://toolgate\.example/confirm\?t=\S+`)
 
 func TestEmailOneMessagePerRecipient(t *testing.T) {
 	srv := smtptest.Start(t, smtptest.Options{User: smtpUser, Password: smtpPass})
-	c := emailConfig(srv, "ops@example.com", "Alice@example.com") // alice twice: one message
+	c := emailConfig(srv, "Ops <ops@example.com>", "Alice@example.com") // alice twice: one message
 	pub := withLinks(t, c)
 	n := waiting("mail")
 	d, err := NewSender(c).Deliver(context.Background(), n)
@@ -164,7 +166,7 @@ func TestEmailRefusedRecipient(t *testing.T) {
 	srv := smtptest.Start(t, smtptest.Options{User: smtpUser, Password: smtpPass, RefuseRcpt: []string{"bob@example.com"}})
 	_, err := NewSender(emailConfig(srv, "ops@example.com")).Deliver(context.Background(), waiting("mail"))
 	ae := requireRefused(t, err)
-	assert.Contains(t, ae.Message(), "refused bob@example.com (550")
+	assert.Contains(t, ae.Message(), "not sent to bob@example.com (550")
 	assert.Contains(t, ae.Message(), "sent: alice@example.com, ops@example.com")
 	var to []string
 	for _, m := range srv.Messages() {
@@ -188,4 +190,62 @@ func TestEmailServerDown(t *testing.T) {
 	c.Targets[0].SMTP = "127.0.0.1:1"
 	_, err := NewSender(c).Deliver(context.Background(), waiting("mail"))
 	requireRetryable(t, err)
+}
+
+func TestEmailBadApproverAddress(t *testing.T) {
+	srv := smtptest.Start(t, smtptest.Options{User: smtpUser, Password: smtpPass})
+	n := waiting("mail")
+	n.Approvers[1].Email = "bob@example.com\r\nRCPT TO:<evil@x>"
+	_, err := NewSender(emailConfig(srv)).Deliver(context.Background(), n)
+	ae := requireRefused(t, err)
+	assert.Contains(t, ae.Message(), "(not an address)")
+	assert.Contains(t, ae.Message(), "sent: alice@example.com")
+	msgs := srv.Messages()
+	require.Len(t, msgs, 1)
+	assert.Equal(t, []string{"alice@example.com"}, msgs[0].To)
+}
+
+// A server that never answers: the attempt ends at its timeout, to be
+// retried.
+func TestEmailTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent until the test ends
+		}
+	}()
+	srv := smtptest.Start(t, smtptest.Options{})
+	c := emailConfig(srv, "ops@example.com")
+	c.Targets[0].SMTP, c.Targets[0].Timeout = l.Addr().String(), "300ms"
+	start := time.Now()
+	_, err = NewSender(c).Deliver(context.Background(), waiting("mail"))
+	requireRetryable(t, err)
+	assert.Less(t, time.Since(start), 3*time.Second)
+
+	// Cancelled (the activity is), it ends at once, whatever the timeout.
+	c.Targets[0].Timeout = "30s"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start = time.Now()
+	_, err = NewSender(c).Deliver(ctx, waiting("mail"))
+	requireRetryable(t, err)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestRecipients(t *testing.T) {
+	n := waiting("mail")
+	n.Approvers = append(n.Approvers, workflows.Recipient{Name: "alice2", Email: "ALICE@example.com"}, workflows.Recipient{Name: "carol"})
+	got := recipients(Target{To: []string{"Ops <ops@example.com>", "bob@example.com", "ops@example.com"}}, n)
+	assert.Equal(t, []recipient{
+		{name: "alice", addr: "alice@example.com"},
+		{name: "bob", addr: "bob@example.com"},
+		{name: "ops@example.com", addr: "ops@example.com"},
+	}, got, "approvers with an address first, then to:, each address once")
 }

@@ -30,9 +30,7 @@ func Test(ctx context.Context, c *Config) []TestResult {
 		r := TestResult{Target: t.Name, Kind: t.Kind()}
 		var to []recipient
 		if t.Kind() == KindEmail {
-			for _, a := range t.To {
-				to = append(to, recipient{name: a, addr: a})
-			}
+			to = toRecipients(t, map[string]bool{})
 			if len(to) == 0 {
 				r.Err = appError(t, refused("a test message goes to to: addresses; this target has none"))
 				out = append(out, r)
