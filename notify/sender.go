@@ -110,6 +110,7 @@ type sendError struct {
 	retryable bool
 }
 
+// Error is why.
 func (e *sendError) Error() string { return e.msg }
 
 func refused(format string, args ...any) error {

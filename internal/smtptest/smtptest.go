@@ -124,6 +124,7 @@ type session struct {
 
 var _ smtp.AuthSession = (*session)(nil)
 
+// AuthMechanisms offers PLAIN when the server has a user.
 func (x *session) AuthMechanisms() []string {
 	if x.s.opts.User == "" {
 		return nil
@@ -131,6 +132,7 @@ func (x *session) AuthMechanisms() []string {
 	return []string{sasl.Plain}
 }
 
+// Auth checks PLAIN credentials against the server's user, recording each attempt.
 func (x *session) Auth(mech string) (sasl.Server, error) {
 	if mech != sasl.Plain {
 		return nil, smtp.ErrAuthUnsupported
@@ -147,6 +149,7 @@ func (x *session) Auth(mech string) (sasl.Server, error) {
 	}), nil
 }
 
+// Mail takes the sender, once authenticated if the server has a user.
 func (x *session) Mail(from string, _ *smtp.MailOptions) error {
 	if x.s.opts.User != "" && x.user == "" {
 		return smtp.ErrAuthRequired
@@ -155,6 +158,7 @@ func (x *session) Mail(from string, _ *smtp.MailOptions) error {
 	return nil
 }
 
+// Rcpt takes a recipient, or refuses it with 550 (Options.RefuseRcpt).
 func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	for _, r := range x.s.opts.RefuseRcpt {
 		if strings.EqualFold(r, to) {
@@ -165,6 +169,7 @@ func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	return nil
 }
 
+// Data records the message.
 func (x *session) Data(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -176,6 +181,8 @@ func (x *session) Data(r io.Reader) error {
 	return nil
 }
 
+// Reset forgets the message under way (RSET, or after DATA).
 func (x *session) Reset() { x.from, x.to = "", nil }
 
+// Logout ends the session.
 func (x *session) Logout() error { return nil }
