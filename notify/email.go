@@ -114,7 +114,7 @@ func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notificati
 		}
 		var te *textproto.Error
 		if !errors.As(err, &te) { // the connection broke: no point going on
-			return "", failed("after %d of %d messages: %v", len(sent), len(good), err)
+			return "", failed("after %d of %d messages (sent: %s): %v", len(sent), len(good), orNone(sent), err)
 		}
 		retry = retry || te.Code < 500
 		refusedTo = append(refusedTo, fmt.Sprintf("%s (%d %s)", r.addr, te.Code, oneLine(te.Msg)))

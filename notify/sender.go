@@ -167,8 +167,11 @@ func redact(t Target, msg string) string {
 // scheme and host.
 func showURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil {
+	switch {
+	case err != nil:
 		return "(a URL that does not parse)"
+	case u.Host == "":
+		return "(a relative URL)"
 	}
 	return u.Scheme + "://" + u.Host
 }

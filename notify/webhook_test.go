@@ -202,3 +202,9 @@ func TestWebhookErrors(t *testing.T) {
 		noSecrets(t, err)
 	})
 }
+
+func TestShowURL(t *testing.T) {
+	assert.Equal(t, "https://hooks.slack.com", showURL("https://hooks.slack.com/services/T0/B0/XYZ?x=1"))
+	assert.Equal(t, "(a relative URL)", showURL("/elsewhere"))
+	assert.Equal(t, "(a URL that does not parse)", showURL("http://[::1"))
+}
