@@ -67,6 +67,7 @@ Usage:
   toolgate keys new NAME [--dir DIR]
   toolgate keys encryption FILE
   toolgate keys tls DIR [--host H]...
+  toolgate notify test FILE                         one test message to every target of a notify file
   toolgate codec-server [--listen HOST:PORT] --encryption-key-file FILE [--origin URL]... [--auth-file FILE]
                   [--namespace NS]... [--tls-cert FILE --tls-key FILE] [--insecure]
 
@@ -129,7 +130,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"steps": c.steps, "rewind": c.rewind, "fork": c.fork,
 		"pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
-		"codec-server": c.codecServer, "agui": c.aguiCmd,
+		"codec-server": c.codecServer, "agui": c.aguiCmd, "notify": c.notify,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
