@@ -19,13 +19,6 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// Action ids of a Slack message's buttons.
-const (
-	SlackApprove = "toolgate_approve"
-	SlackReject  = "toolgate_reject"
-	SlackOpen    = "toolgate_open" // a URL button: the click decides nothing
-)
-
 // SlackMaxSkew is how far a Slack request's timestamp may be from the clock.
 const SlackMaxSkew = 5 * time.Minute
 
@@ -73,12 +66,12 @@ func (h *Handler) slack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := in.Actions[0]
-	if a.ActionID != SlackApprove && a.ActionID != SlackReject {
+	if a.ActionID != notify.SlackActionApprove && a.ActionID != notify.SlackActionReject {
 		w.WriteHeader(http.StatusOK) // the Open button, or another app's
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), SlackDecideTimeout)
-	msg := h.slackDecide(ctx, in, a.Value, a.ActionTS, a.ActionID == SlackApprove)
+	msg := h.slackDecide(ctx, in, a.Value, a.ActionTS, a.ActionID == notify.SlackActionApprove)
 	cancel()
 	w.WriteHeader(http.StatusOK)
 	h.reply(in.ResponseURL, msg)

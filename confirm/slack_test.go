@@ -80,7 +80,7 @@ func (x *fixture) slack(body string, hdr map[string]string) (int, string) {
 // through the click's response_url. Slack's retry of the click acts once.
 func TestSlackClickApproves(t *testing.T) {
 	x := newFixture(t, false)
-	body := x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)})
+	body := x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)})
 	for range 2 {
 		status, resp := x.slack(body, nil)
 		require.Equal(t, http.StatusOK, status, resp)
@@ -103,7 +103,7 @@ func TestSlackClickApproves(t *testing.T) {
 	assert.Contains(t, p.Raw, "close_ticket")
 
 	// A rejection says who rejected it in Slack.
-	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackReject, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionReject, value: x.link("slack", notify.ViaSlack)}), nil)
 	req, _ = x.f.calls()
 	require.Len(t, req, 3)
 	assert.Equal(t, "rejected in Slack by slack:dana", req[2].In.Reason)
@@ -114,7 +114,7 @@ func TestSlackClickApproves(t *testing.T) {
 // a bad signature, an old timestamp, a missing header, no secret configured.
 func TestSlackRefusesWhatSlackDidNotSign(t *testing.T) {
 	x := newFixture(t, false)
-	body := x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)})
+	body := x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)})
 	old := strconv.FormatInt(x.now.Add(-6*time.Minute).Unix(), 10)
 	for _, c := range []struct {
 		name string
@@ -137,7 +137,7 @@ func TestSlackRefusesWhatSlackDidNotSign(t *testing.T) {
 	// With no signing secret configured, every click is refused, however signed.
 	y := newFixture(t, false, func(o *Options) { o.Notify.Targets[0].SigningSecret = "" })
 	y.secret = "some secret"
-	status, resp := y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: y.link("slack", notify.ViaSlack)}), nil)
+	status, resp := y.slack(y.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: y.link("slack", notify.ViaSlack)}), nil)
 	assert.Equal(t, http.StatusUnauthorized, status)
 	assert.Contains(t, resp, "no Slack signing secret is configured")
 	y.mustNotDecide("no secret")
@@ -154,7 +154,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 		{"email only", "U3", "carol may not decide through slack"},
 		{"unknown Slack user", "U7", "not an approver of this deployment's policy"},
 	} {
-		status, _ := x.slack(x.slackBody(click{user: c.user, username: "someone", action: SlackApprove, value: link}), nil)
+		status, _ := x.slack(x.slackBody(click{user: c.user, username: "someone", action: notify.SlackActionApprove, value: link}), nil)
 		assert.Equal(t, http.StatusOK, status, c.name)
 		got := x.posts()
 		require.NotEmpty(t, got, c.name)
@@ -165,7 +165,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 	}
 	x.mustNotDecide("clickers who may not decide")
 
-	status, _ := x.slack(x.slackBody(click{user: "U1", username: "alice.s", action: SlackReject, value: link}), nil)
+	status, _ := x.slack(x.slackBody(click{user: "U1", username: "alice.s", action: notify.SlackActionReject, value: link}), nil)
 	require.Equal(t, http.StatusOK, status)
 	_, acted := x.f.calls()
 	require.Len(t, acted, 1)
@@ -188,7 +188,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 	x := newFixture(t, false)
 	for _, u := range []string{x.slackSrv.URL + "/elsewhere/1", x.slackSrv.URL + "/hooksX/1", "https://evil.example/hooks/"} {
-		status, _ := x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack), responseURL: u}), nil)
+		status, _ := x.slack(x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack), responseURL: u}), nil)
 		assert.Equal(t, http.StatusOK, status)
 	}
 	assert.Empty(t, x.posts(), "nothing posted outside the prefixes")
@@ -196,9 +196,9 @@ func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 	assert.Len(t, acted, 1, "the decision itself is made (the same click each time)")
 
 	y := newFixture(t, false)
-	status, _ := y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackOpen, value: y.link("slack", notify.ViaSlack)}), nil)
+	status, _ := y.slack(y.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionOpen, value: y.link("slack", notify.ViaSlack)}), nil)
 	assert.Equal(t, http.StatusOK, status)
-	status, _ = y.slack(y.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: y.link("alice", notify.ViaEmail)}), nil)
+	status, _ = y.slack(y.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: y.link("alice", notify.ViaEmail)}), nil)
 	assert.Equal(t, http.StatusOK, status)
 	y.mustNotDecide("the Open button, and an e-mail link")
 	got := y.posts()
@@ -214,14 +214,14 @@ func TestSlackShowsTheRunsRefusal(t *testing.T) {
 	x := newFixture(t, true)
 	link := x.link("slack", notify.ViaSlack)
 	x.f.decideErr = &client.Error{Kind: client.ErrUnauthorized, Msg: "self-approval refused: alice requested this run"}
-	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: link}), nil)
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: notify.SlackActionApprove, value: link}), nil)
 	got := x.posts()
 	require.Len(t, got, 1)
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
 	assert.Contains(t, got[0].Body["text"], "self-approval refused")
 
 	x.f.decideErr = &client.Error{Kind: client.ErrAlreadyDecided, Msg: "call c-3 is not waiting"}
-	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: link}), nil)
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: notify.SlackActionApprove, value: link}), nil)
 	got = x.posts()
 	require.Len(t, got, 2)
 	assert.Equal(t, true, got[1].Body["replace_original"])
@@ -254,7 +254,7 @@ func TestResponsePrefixes(t *testing.T) {
 func TestQuorumApprovalKeepsTheButtons(t *testing.T) {
 	x := newFixture(t, false)
 	x.f.counted = true
-	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)}), nil)
 	got := x.posts()
 	require.Len(t, got, 1)
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
@@ -269,7 +269,7 @@ func TestQuorumApprovalKeepsTheButtons(t *testing.T) {
 func TestSlackTimeoutKeepsTheMessage(t *testing.T) {
 	x := newFixture(t, false)
 	x.f.decideErr = fmt.Errorf("approve c-3: %w", context.DeadlineExceeded)
-	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)}), nil)
 	got := x.posts()
 	require.Len(t, got, 1)
 	assert.Equal(t, "ephemeral", got[0].Body["response_type"])
@@ -280,7 +280,7 @@ func TestSlackTimeoutKeepsTheMessage(t *testing.T) {
 // run under one: nobody can be told an approver by it.
 func TestSlackWithoutThePolicyDecidesNothingUnderOne(t *testing.T) {
 	x := newFixture(t, true, func(o *Options) { o.Policy = nil })
-	x.slack(x.slackBody(click{user: "U1", username: "alice", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)}), nil)
 	x.mustNotDecide("no policy on the listener")
 	got := x.posts()
 	require.Len(t, got, 1)
@@ -301,7 +301,7 @@ func TestSlackBodyLimit(t *testing.T) {
 func TestSlackTextPingsNobody(t *testing.T) {
 	x := newFixture(t, false)
 	x.f.decideErr = &client.Error{Kind: client.ErrDigestMismatch, Msg: "args of <!channel> & <https://evil.example|click>"}
-	x.slack(x.slackBody(click{user: "U9", username: "dana", action: SlackApprove, value: x.link("slack", notify.ViaSlack)}), nil)
+	x.slack(x.slackBody(click{user: "U9", username: "dana", action: notify.SlackActionApprove, value: x.link("slack", notify.ViaSlack)}), nil)
 	got := x.posts()
 	require.Len(t, got, 1)
 	assert.Equal(t, "refused: args of &lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;", got[0].Body["text"])

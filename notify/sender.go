@@ -43,6 +43,9 @@ type Sender struct {
 	now     func() time.Time
 }
 
+// Targets are what the worker declares to its runs of its targets (Config.Declared).
+func (s *Sender) Targets() []workflows.NotifyTarget { return s.c.Declared() }
+
 // NewSender makes the Sender of c's targets: one HTTP client per target,
 // bounded by the target's attempt timeout, that never follows a redirect.
 func NewSender(c *Config) *Sender {

@@ -51,14 +51,11 @@ func (rp *replies) say(w io.Writer, inboxURL string) {
 	if len(rp.notify.SlackSigningSecrets()) > 0 {
 		slack = base + "/slack/interactions"
 	}
-	fmt.Fprintf(w, "notification links answered at %s/confirm (link_base: %s); Slack clicks: %s\n", base, orNone(rp.notify.LinkBase), slack)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none: notifications carry no link"
+	linkBase := rp.notify.LinkBase
+	if linkBase == "" {
+		linkBase = "none: notifications carry no link"
 	}
-	return s
+	fmt.Fprintf(w, "notification links answered at %s/confirm (link_base: %s); Slack clicks: %s\n", base, linkBase, slack)
 }
 
 // loadReplies loads `toolgate inbox`'s --notify and --policy files (nil
