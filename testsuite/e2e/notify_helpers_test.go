@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,9 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/quotedprintable"
 	"net/http"
 	"net/http/httptest"
+	"net/mail"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +95,7 @@ type notifyRig struct {
 	door    *httptest.Server
 	cfg     *notify.Config
 	linkKey ed25519.PrivateKey
+	keyFile string // linkKey's file
 	handler http.Handler
 	cf      *confirm.Handler
 }
@@ -114,7 +119,10 @@ func newNotifyRig(t *testing.T, extra string) *notifyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.linkKey = priv
+	r.linkKey, r.keyFile = priv, filepath.Join(t.TempDir(), "link.key")
+	if err := signed.WritePrivateKey(r.keyFile, priv); err != nil {
+		t.Fatal(err)
+	}
 	r.cfg = r.parse(fmt.Sprintf(`
 targets:
   - {name: ops, webhook: "%s/hook", secret: "${HOOK_SECRET}"}
@@ -122,7 +130,8 @@ targets:
   - {name: mail, smtp: "%s", from: "toolgate@example.com", user: %s, password: "${SMTP_PASSWORD}", to: [%s], ca_file: "%s"}
 %s
 link_base: "%s"
-`, r.hook.srv.URL, r.slack.srv.URL, r.slack.srv.URL, r.mail.Addr(), smtpUser, opsMail, r.mail.CAFile(), extra, r.door.URL))
+link_key_file: "%s"
+`, r.hook.srv.URL, r.slack.srv.URL, r.slack.srv.URL, r.mail.Addr(), smtpUser, opsMail, r.mail.CAFile(), extra, r.door.URL, r.keyFile))
 	return r
 }
 
@@ -221,7 +230,7 @@ func (r *notifyRig) clickAt(base, secret string, ts time.Time, user, actionID, v
 // linkIn is the confirm page's link in an e-mail.
 func linkIn(t *testing.T, m smtptest.Message) string {
 	t.Helper()
-	text := string(m.Data)
+	text := mailText(t, m)
 	i := strings.Index(text, "/confirm?t=")
 	if i < 0 {
 		t.Fatalf("no confirm link in the e-mail:\n%s", text)
@@ -229,6 +238,28 @@ func linkIn(t *testing.T, m smtptest.Message) string {
 	start := strings.LastIndex(text[:i], "http")
 	end := i + strings.IndexAny(text[i:], " \r\n")
 	return text[start:end]
+}
+
+// mailText is an e-mail's headers and its body, decoded.
+func mailText(t *testing.T, m smtptest.Message) string {
+	t.Helper()
+	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
+	if err != nil {
+		t.Fatalf("an e-mail that does not parse: %v", err)
+	}
+	body := io.Reader(msg.Body)
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		body = quotedprintable.NewReader(body)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head strings.Builder
+	for k, v := range msg.Header {
+		fmt.Fprintf(&head, "%s: %s\n", k, strings.Join(v, ", "))
+	}
+	return head.String() + "\n" + string(b)
 }
 
 // get GETs u as a mail scanner would, and returns the status and body.

@@ -79,7 +79,7 @@ func TestNotificationsReachEveryTargetAndASignedClickDecides(t *testing.T) {
 	if len(mails) != 1 || !slices.Equal(mails[0].To, []string{opsMail}) || mails[0].User != smtpUser {
 		t.Fatalf("e-mails %+v, want one to %s after AUTH as %s", mails, opsMail, smtpUser)
 	}
-	if text := string(mails[0].Data); !strings.Contains(text, "close_ticket") || !strings.Contains(text, it.ArgsDigest) {
+	if text := mailText(t, mails[0]); !strings.Contains(text, "close_ticket") || !strings.Contains(text, it.ArgsDigest) {
 		t.Fatalf("the e-mail lacks the call's facts:\n%s", text)
 	}
 	linkIn(t, mails[0])
