@@ -150,29 +150,40 @@ func LoadWith(path string, lookup func(string) (string, bool)) (*Config, error) 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // Parse reads a notify file's text strictly (unknown keys refused),
-// expanding ${VAR} with lookup, and checks it. It reads no key file (Load
-// does; SetLinkKey sets one).
+// expanding ${VAR} with lookup in its values (never in keys or comments: a
+// value cannot change the file's shape), and checks it. It reads no key
+// file (Load does; SetLinkKey sets one).
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	// Unknown keys first, on the text as written (its line numbers).
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(new(Config)); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty notify file: want targets")
+		}
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("not a mapping: want targets")
+	}
 	var missing []string
-	text := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
-		name := envRef.FindStringSubmatch(m)[1]
+	expand(&doc, func(name string) string {
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			missing = append(missing, name)
 		}
-		return yamlQuoted(v)
+		return v
 	})
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return nil, fmt.Errorf("environment variables not set (or empty): %s", strings.Join(slices.Compact(missing), ", "))
 	}
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("empty notify file: want targets")
-		}
+	if err := doc.Decode(&c); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
@@ -181,11 +192,24 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	return &c, nil
 }
 
-// yamlQuoted is v as it may stand inside a quoted or plain YAML scalar: an
-// expanded value can never add keys or break the document's shape.
-func yamlQuoted(v string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
-	return r.Replace(v)
+// expand replaces ${VAR} in every scalar value under n (mapping keys are
+// left alone).
+func expand(n *yaml.Node, get func(string) string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if envRef.MatchString(n.Value) {
+			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string { return get(envRef.FindStringSubmatch(m)[1]) })
+			n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			expand(n.Content[i], get)
+		}
+	default:
+		for _, c := range n.Content {
+			expand(c, get)
+		}
+	}
 }
 
 var targetName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)

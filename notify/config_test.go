@@ -70,6 +70,11 @@ func TestParseExpandsTheEnvironmentSafely(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.Targets, 3, "a value adds no target")
 	require.Equal(t, e["SLACK_SIGNING_SECRET"], c.Targets[1].SigningSecret, "it is one scalar, as given")
+
+	c, err = Parse([]byte("# ${UNSET_IN_A_COMMENT}\ntargets: [{name: ops, webhook: \"https://h.example/${PATH_PART}\", secret: \"${S}\"}]\n"),
+		env(map[string]string{"S": "s", "PATH_PART": "a b"}))
+	require.NoError(t, err, "a comment is not expanded")
+	require.Equal(t, "https://h.example/a b", c.Targets[0].Webhook)
 }
 
 // Each mistake is refused, saying where and why.
