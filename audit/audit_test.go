@@ -721,3 +721,24 @@ func TestForkRefused(t *testing.T) {
 	assert.Equal(t, "refused: fork refused: under this worker's policy a fork is an operator's signed act", fork.Result)
 	assert.NotContains(t, failedKinds(rep), audit.KindFork)
 }
+
+// A decision by link (rules version 8) verifies with the policy's
+// link_key for an approver whose via names its channel, and says so; a
+// policy that no longer lets alice decide by e-mail fails it.
+func TestDecisionByLinkFixture(t *testing.T) {
+	rep := fixture(t, "notified_v8.json", nil)
+	requireAllVerified(t, rep)
+	assert.Equal(t, 8, rep.Version)
+	assert.Equal(t, []string{"approve update c-2 alice  approved"}, summary(rep))
+	assert.Equal(t, "email", rep.Entries[0].Channel)
+	require.Len(t, rep.Executions, 1)
+	assert.True(t, rep.Executions[0].Matched, rep.Executions[0].Problem)
+
+	pol := clonePolicy(t, rep.Policy)
+	alice := pol.Approvers["alice"]
+	alice.Via = nil
+	pol.Approvers["alice"] = alice
+	rep = fixture(t, "notified_v8.json", pol)
+	require.Len(t, rep.Failed(), 1)
+	assert.Contains(t, rep.Failed()[0].Problem, "alice may not decide through email")
+}

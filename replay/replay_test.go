@@ -21,6 +21,7 @@ var flows = []string{
 	"cache_hit", "approve", "reject", "expire", "deny", "interrupt", "retry_fallback",
 	"parallel", "continue_as_new_first", "continue_as_new_last", "message", "support_planner",
 	"rewound_v7", "forked_v7", // rules version 7: a rewound run (its new run), a fork
+	"notified_v8", // rules version 8: notifications, a decision by link
 }
 
 func historyFiles(t *testing.T) []string {

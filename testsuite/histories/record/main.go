@@ -90,7 +90,7 @@ func run() error {
 		}
 	}
 	for name := range selected {
-		if !slices.ContainsFunc(append(flows, externalFlow()), func(f flow) bool { return f.name == name }) {
+		if !slices.ContainsFunc(append(flows, externalFlow(), notifyFlow()), func(f flow) bool { return f.name == name }) {
 			return fmt.Errorf("unknown flow %q", name)
 		}
 	}
@@ -136,7 +136,7 @@ func run() error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range append(flows, externalFlow()) {
+	for _, f := range append(flows, externalFlow(), notifyFlow()) {
 		if len(selected) > 0 && !selected[f.name] {
 			continue
 		}
@@ -202,6 +202,9 @@ type flow struct {
 	// as its operators (who may rewind and fork a run), a variant of its own
 	// so the flows recorded before there were operators record as they did.
 	operators bool
+	// notify: the worker notifies two webhooks and alice may decide by
+	// e-mail (notify.go).
+	notify bool
 	// id is the run's workflow id; "": fixture-NAME.
 	id string
 	// then, if set, runs once the run has closed (after drive or
@@ -480,6 +483,13 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 	if f.policy {
 		if s, err = newSigners(f.operators); err != nil {
 			return nil, err
+		}
+		if f.notify {
+			stop, err := notifyWorker(dataDir, s, &opts)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
 		}
 		opts.Policy = s.policy
 		opts.AllowAutoApprove = false // a worker with a policy refuses it

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/notify"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/worker"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// The notified flow (rules version 8) runs under fixturePolicy with a
+// link_key and alice reached by e-mail, who may decide through it (via):
+// the worker notifies two webhooks — ops, a receiver here that answers 200,
+// and down, one that answers 500 — and alice approves c-2 by link, her
+// decision signed with the link key as the confirm page signs it.
+
+// notifyFlow is the notified flow.
+func notifyFlow() flow {
+	return flow{
+		name:   "notified",
+		in:     workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed TKT-3", rewindSteps...)},
+		policy: true,
+		notify: true,
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			it, err := waitPending(ctx, cl, id, "c-2", workflows.KindGate)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			tok, err := signed.Sign(s.keys[linkSigner], signed.Claims{Approver: "alice", WorkflowID: id, Action: signed.ActionApprove,
+				CallID: it.CallID, ArgsDigest: it.ArgsDigest, Kind: string(it.Kind), Asked: it.RequestedAt.UnixNano(), Via: policy.ViaEmail,
+				Note: "approved by link", IssuedAt: now.Unix(), Expiry: now.Add(5 * time.Minute).Unix()})
+			if err != nil {
+				return err
+			}
+			res, err := tgclient.New(cl).Decide(ctx, id, true, workflows.DecisionInput{CallID: it.CallID, ArgsDigest: it.ArgsDigest,
+				Kind: it.Kind, Via: policy.ViaEmail, Token: tok})
+			return wantDecision(res, err, workflows.TraceApproved)
+		},
+		status: workflows.StatusCompleted,
+		trace: []string{"c-1 ok", "c-2 blocked", "c-2 notified", "c-2 notify_failed", "c-2 approved", "c-2 ok",
+			"c-2 notified"},
+		unordered: true, // deliveries are recorded as they finish
+		approvers: []string{"alice"},
+	}
+}
+
+// linkSigner is the key name the link signer's private key has in signers.keys.
+const linkSigner = "link-signer"
+
+// notifyWorker sets up the notified flow's worker: the link key in s and
+// s's policy, the two receivers (stopped by the returned func), and the
+// notifier over them.
+func notifyWorker(dir string, s *signers, opts *worker.Options) (func(), error) {
+	pub, priv, err := signed.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	s.keys[linkSigner] = priv
+	s.policy.LinkKey = signed.FormatPublicKey(pub)
+	alice := s.policy.Approvers["alice"]
+	alice.Email, alice.Via = "alice@example.com", []string{policy.ViaEmail}
+	s.policy.Approvers["alice"] = alice
+	if err := s.policy.Validate(); err != nil {
+		return nil, err
+	}
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	stop := func() { ok.Close(); down.Close() }
+	keyFile := filepath.Join(dir, "link.key")
+	if err := signed.WritePrivateKey(keyFile, priv); err != nil {
+		stop()
+		return nil, err
+	}
+	cfg, err := notify.Parse(fmt.Appendf(nil, `
+targets:
+  - {name: ops, webhook: "%s/hook", secret: fixture-secret, events: [waiting, decided]}
+  - {name: down, webhook: "%s/hook", secret: fixture-secret, events: [waiting]}
+link_base: "http://127.0.0.1:8080"
+link_key_file: "%s"
+`, ok.URL, down.URL, keyFile), func(string) (string, bool) { return "", false })
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	cfg.SetLinkKey(priv)
+	opts.Notify = notify.NewSender(cfg)
+	return stop, nil
+}
