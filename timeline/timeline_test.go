@@ -173,3 +173,22 @@ func TestObserveTheRecordedRewindAndFork(t *testing.T) {
 		t.Errorf("the fork's first step: %+v, want c-2 proposed again with TKT-1", fo.Steps)
 	}
 }
+
+// A run that notifies (rules version 8) replays under the observer with
+// its deliveries: they are commands of its history like any other.
+func TestObserveARunThatNotifies(t *testing.T) {
+	r := readFixture(t, "notified_v8.json")
+	o := &workflows.Observer{}
+	if err := observe(r.events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId(), r, o, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var notices int
+	for _, rec := range o.Trace {
+		if rec.Status == workflows.TraceNotified || rec.Status == workflows.TraceNotifyFailed {
+			notices++
+		}
+	}
+	if o.Version != 8 || len(o.Steps) != 3 || notices != 3 {
+		t.Fatalf("observed version %d, %d steps, %d notification records; want 8, 3, 3", o.Version, len(o.Steps), notices)
+	}
+}

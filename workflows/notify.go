@@ -76,7 +76,7 @@ func (r *run) notifyEnd(ctx workflow.Context, status string) {
 
 // notifies says whether a target of the worker takes event.
 func (r *run) notifies(event string) bool {
-	if r.version < versionNotify || r.obs != nil {
+	if r.version < versionNotify {
 		return false
 	}
 	for _, t := range r.Config.Notify {
