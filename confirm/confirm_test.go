@@ -151,6 +151,25 @@ func TestPostDecidesOnceByTheLink(t *testing.T) {
 	assert.False(t, req[2].Approve)
 }
 
+// A webhook's link names its target, not a person: with no policy the
+// decision is recorded as the target's, through the webhook; under a policy
+// it needs the approver's signature.
+func TestWebhookLinks(t *testing.T) {
+	x := newFixture(t, false)
+	status, body := x.post(url.Values{"t": {x.link("ops", notify.ViaWebhook)}, "decision": {"approve"}})
+	require.Equal(t, http.StatusOK, status, body)
+	_, acted := x.f.calls()
+	require.Len(t, acted, 1)
+	assert.Equal(t, "webhook:ops", acted[0].In.Approver)
+	assert.Equal(t, "webhook", acted[0].In.Via)
+
+	p := newFixture(t, true)
+	status, body = p.post(url.Values{"t": {p.link("ops", notify.ViaWebhook)}, "decision": {"approve"}})
+	assert.Equal(t, http.StatusForbidden, status, body)
+	assert.Contains(t, body, "sign the decision with your key")
+	p.mustNotDecide("an unsigned decision by a webhook's link under a policy")
+}
+
 // A form another site posts is refused before anything is read of the run.
 func TestPostRefusesCrossSiteForms(t *testing.T) {
 	x := newFixture(t, false)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/internal/webguard"
+	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -95,6 +96,9 @@ func (h *Handler) linkDecision(f found, approve bool, reason, token string) (wor
 	switch m {
 	case modeLink:
 		in.Approver, in.Via = f.link.Recipient, f.link.Channel
+		if f.link.Channel == notify.ViaWebhook {
+			in.Approver = "webhook:" + f.link.Recipient // a webhook's link names a target, not a person
+		}
 		if approve {
 			in.Note = reason
 		} else {

@@ -20,6 +20,10 @@ const ActionLink = "link"
 const (
 	ViaSlack = policy.ViaSlack
 	ViaEmail = policy.ViaEmail
+	// ViaWebhook: a webhook's link, whose Recipient is the target's name.
+	// It names no person, so under a policy it never decides without a
+	// signature.
+	ViaWebhook = "webhook"
 )
 
 // MaxLinkLifetime bounds a link token's life whatever the call's expiry.

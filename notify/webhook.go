@@ -36,7 +36,7 @@ func (s *Sender) sendWebhook(ctx context.Context, t Target, n workflows.Notifica
 	if t.Secret == "" {
 		return "", refused("no secret: every webhook delivery is signed")
 	}
-	_, link, err := s.linkFor(n, KindWebhook, KindWebhook)
+	_, link, err := s.linkFor(n, t.Name, ViaWebhook) // whoever the receiver shows it to: no one in particular
 	if err != nil {
 		return "", err
 	}

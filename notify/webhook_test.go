@@ -80,7 +80,7 @@ func TestWebhookDelivers(t *testing.T) {
 	require.True(t, strings.HasPrefix(link, "https://toolgate.example/confirm?t="), "link %q", link)
 	l, err := VerifyLink(pub, linkToken(t, link), time.Now())
 	require.NoError(t, err)
-	assert.Equal(t, "webhook", l.Recipient)
+	assert.Equal(t, "ops", l.Recipient, "a webhook's link names its target")
 	assert.Equal(t, "webhook", l.Channel)
 	assert.Equal(t, "c-3", l.CallID)
 

@@ -351,6 +351,10 @@ func (r *run) decode(raw []byte, v any) error {
 	return tool.DecodeExact(raw, v)
 }
 
+// ViaWebhook is the channel of a decision made on the confirm page a
+// webhook's link opened (a run with no policy; under one, the approver signs).
+const ViaWebhook = "webhook"
+
 // viaText names the decisions made by a click on a notification, and how.
 func (p *pending) viaText() string { return strings.Join(p.via, ", ") }
 
@@ -362,8 +366,8 @@ func (r *run) checkVia(in DecisionInput) error {
 		return nil
 	case r.version < versionNotify:
 		return refusal(RefusedDecision, "via refused: this run started under rules older than decisions by link")
-	case in.Via != policy.ViaSlack && in.Via != policy.ViaEmail:
-		return refusal(RefusedDecision, "via %q refused: want slack or email", clip(in.Via, 32))
+	case in.Via != policy.ViaSlack && in.Via != policy.ViaEmail && in.Via != ViaWebhook:
+		return refusal(RefusedDecision, "via %q refused: want slack, email or webhook", clip(in.Via, 32))
 	}
 	return nil
 }

@@ -236,7 +236,7 @@ func TestDecisionsByLink(t *testing.T) {
 	for name, want := range map[string]string{
 		"bob has no via":                "bob may not decide through email",
 		"carol's role":                  "carol may not decide through slack",
-		"a channel alice lacks":         `via "sms" refused: want slack or email`,
+		"a channel alice lacks":         `via "sms" refused: want slack, email or webhook`,
 		"a link is no decision":         `signs "link": a decision by link may only approve or reject`,
 		"the link key cannot respond":   `signs "respond"`,
 		"alice's own key with a via":    "not signed by the policy's link_key",
@@ -268,7 +268,7 @@ func TestViaWithoutPolicy(t *testing.T) {
 		good = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice@example.com", ArgsDigest: f.digest("c-1"), Via: "email"})
 	})
 	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
-	require.ErrorContains(t, bad.err, `via "carrier pigeon" refused: want slack or email`)
+	require.ErrorContains(t, bad.err, `via "carrier pigeon" refused: want slack, email or webhook`)
 	require.NoError(t, good.err)
 	i := slices.IndexFunc(res.Trace, func(r workflows.TraceRecord) bool { return r.Status == workflows.TraceApproved })
 	require.Equal(t, "alice@example.com: email", res.Trace[i].Via)

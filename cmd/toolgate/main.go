@@ -28,22 +28,22 @@ import (
 const usage = `toolgate — a durable, safe tool executor for AI agents, on Temporal.
 
 Usage:
-  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--mcp FILE [--share DIR]]
+  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--notify FILE] [--mcp FILE [--share DIR]]
   toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
                   [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
                   [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
-                  [--mcp FILE] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
+                  [--mcp FILE] [--notify FILE] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
                   [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
                   [--mcp-address HOST:PORT --mcp-tokens FILE [--mcp-wait 3m]]
                   [--agui-address HOST:PORT [--agui-origin URL]... [--agui-planner support|openai]]
   toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
-                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]
+                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s] [--notify FILE [--policy FILE]]
   toolgate agui   [--listen HOST:PORT] [CONNECTION] [--task-queue Q] [--agui-planner support|openai]
                   [--agui-origin URL]... [--host H]... [--listen-tls-cert FILE --listen-tls-key FILE | --insecure]
                   [--approval-timeout D] [--idle-timeout D]
   toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--allow-auto-approve]
                   [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
-                  [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE]
+                  [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE] [--notify FILE]
   toolgate mcp list --mcp FILE [--json]
   toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME [--key FILE]] [--run NAME]) [--mcp-wait 3m]
                   [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [--host H]... [--origin O]...
