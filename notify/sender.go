@@ -95,7 +95,7 @@ func (s *Sender) deliver(ctx context.Context, t Target, n workflows.Notification
 	case KindWebhook:
 		detail, err = s.sendWebhook(ctx, t, n, key)
 	case KindSlack:
-		detail, err = s.sendSlack(ctx, t, n)
+		detail, err = s.sendSlack(ctx, t, n, key)
 	case KindEmail:
 		detail, err = s.sendEmail(ctx, t, n, key, to)
 	default:

@@ -142,7 +142,7 @@ func slackTest(t Target, n workflows.Notification) map[string]any {
 }
 
 // sendSlack POSTs n's message to t's incoming webhook.
-func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notification) (string, error) {
+func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notification, key string) (string, error) {
 	var msg map[string]any
 	if n.Event == EventTest {
 		msg = slackTest(t, n)
@@ -157,5 +157,5 @@ func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notificati
 	if err != nil {
 		return "", refused("encode the message: %v", err)
 	}
-	return s.post(ctx, t, t.Slack, body, nil)
+	return s.post(ctx, t, t.Slack, body, map[string]string{"Idempotency-Key": key}) // Slack ignores it; a proxy may not
 }
