@@ -14,31 +14,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/toolgate/toolgate/internal/chromiumtest"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/signed"
 )
 
-const chromiumPath = "/usr/bin/chromium"
-
-// browser starts headless Chromium (Debian's package) on a fresh profile;
-// without it the test skips, unless TOOLGATE_REQUIRE_CHROMIUM=1.
+// browser starts headless Chromium (internal/chromiumtest).
 func browser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("TOOLGATE_REQUIRE_CHROMIUM") == "1" {
-			t.Fatalf("TOOLGATE_REQUIRE_CHROMIUM=1 and no %s: %v", chromiumPath, err)
-		}
-		t.Skipf("no %s: the confirm page's browser test needs Debian's chromium; set TOOLGATE_REQUIRE_CHROMIUM=1 to fail instead", chromiumPath)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	return ctx
+	return chromiumtest.Browser(t, "the confirm page's browser test", time.Minute)
 }
 
 // The confirm page in real Chromium, under a policy: alice (via email)

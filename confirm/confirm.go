@@ -23,13 +23,12 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/webguard"
 	"github.com/toolgate/toolgate/internal/webkeys"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/policy"
@@ -137,7 +136,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	if !h.hostAllowed(r.Host) {
+	if !webguard.IPOrNamed(h.opts.Hosts, r.Host) {
 		http.Error(w, "unknown host "+quote(r.Host)+": start the listener with this host allowed", http.StatusMisdirectedRequest)
 		return
 	}
@@ -147,27 +146,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Wait waits for the replies to Slack still being posted (at shutdown, and
 // in tests).
 func (h *Handler) Wait() { h.posts.Wait() }
-
-// hostAllowed accepts IP literals, localhost and the configured host names.
-func (h *Handler) hostAllowed(hostport string) bool {
-	host := hostport
-	if hh, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hh
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if host == "" {
-		return false
-	}
-	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
-		return true
-	}
-	for _, a := range h.opts.Hosts {
-		if strings.EqualFold(strings.TrimSuffix(a, "."), host) {
-			return true
-		}
-	}
-	return false
-}
 
 // linkKey is the key that signs links (and, under a policy, the decisions
 // made by link); nil if none is configured.

@@ -23,14 +23,13 @@ import (
 	"embed"
 	"encoding/json"
 	"io/fs"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/webguard"
 	"github.com/toolgate/toolgate/internal/webkeys"
 	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
@@ -133,32 +132,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cache-Control", "no-store")
-	if !h.hostAllowed(r.Host) {
+	if !webguard.IPOrNamed(h.opts.Hosts, r.Host) {
 		writeError(w, http.StatusMisdirectedRequest, "unknown host %q: start the inbox with this host allowed", r.Host)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
-}
-
-// hostAllowed accepts IP literals, localhost and the configured host names.
-func (h *Handler) hostAllowed(hostport string) bool {
-	host := hostport
-	if hh, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hh
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if host == "" {
-		return false
-	}
-	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
-		return true
-	}
-	for _, a := range h.opts.Hosts {
-		if strings.EqualFold(a, host) {
-			return true
-		}
-	}
-	return false
 }
 
 func serveFile(files fs.FS, name, contentType string) http.Handler {

@@ -46,6 +46,26 @@ func HostAllowed(allowed []string, got string) bool {
 	return false
 }
 
+// IPOrNamed says whether Host value got is an IP literal, localhost, or a
+// host of names (any port): the rule of the doors a browser may reach by
+// the listener's address (the inbox, the links' confirm page), which
+// refuse any other name, as a DNS-rebinding page would send.
+func IPOrNamed(names []string, got string) bool {
+	h, _ := SplitHost(got)
+	if h == "" {
+		return false
+	}
+	if net.ParseIP(h) != nil || h == "localhost" {
+		return true
+	}
+	for _, n := range names {
+		if nh, _ := SplitHost(n); nh == h {
+			return true
+		}
+	}
+	return false
+}
+
 // SplitHost is a Host value's host (lower case, without brackets or a final
 // dot) and port ("" if none).
 func SplitHost(hostport string) (host, port string) {

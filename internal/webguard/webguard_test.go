@@ -56,3 +56,16 @@ func TestOwnOriginAndLoopbackHosts(t *testing.T) {
 		}
 	}
 }
+
+func TestIPOrNamed(t *testing.T) {
+	names := []string{"Toolgate.Example.", "inbox.internal:8443"}
+	for got, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:8080": true, "10.0.0.7": true, "localhost:80": true,
+		"toolgate.example": true, "TOOLGATE.example.:443": true, "inbox.internal:9": true,
+		"evil.example": false, "toolgate.example.evil.example": false, "": false, ":8080": false,
+	} {
+		if IPOrNamed(names, got) != want {
+			t.Errorf("IPOrNamed(%q) = %v, want %v", got, !want, want)
+		}
+	}
+}

@@ -16,33 +16,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/inbox"
+	"github.com/toolgate/toolgate/internal/chromiumtest"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
-const chromiumPath = "/usr/bin/chromium"
-
-// browser starts headless Chromium (Debian's package; nothing is ever
-// downloaded) on a fresh profile. Without it the test skips, unless
-// TOOLGATE_REQUIRE_CHROMIUM=1 (CI), where it fails.
+// browser starts headless Chromium (internal/chromiumtest).
 func browser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("TOOLGATE_REQUIRE_CHROMIUM") == "1" {
-			t.Fatalf("TOOLGATE_REQUIRE_CHROMIUM=1 and no %s: %v", chromiumPath, err)
-		}
-		t.Skipf("no %s: the approvals inbox's browser test needs Debian's chromium (apt-get install chromium); set TOOLGATE_REQUIRE_CHROMIUM=1 to fail instead", chromiumPath)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 1300))
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	return ctx
+	return chromiumtest.Browser(t, "the approvals inbox's browser test", 2*time.Minute, chromedp.WindowSize(1000, 1300))
 }
 
 // browse runs chromedp actions, failing the test with what.
