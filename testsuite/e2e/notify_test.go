@@ -18,8 +18,17 @@ import (
 
 const closeArgs = `{"ticket_id":"TKT-3","resolution":"password reset fixed"}`
 
+// closeRun closes TKT-3: one destructive call, which waits at the gate.
 func closeRun() workflows.RunInput {
 	return workflows.RunInput{Goal: "close the login ticket", Planner: scripted("closed", step(call("close_ticket", closeArgs)))}
+}
+
+// startWaiting starts closeRun as id on s and returns its call once it waits.
+func startWaiting(s *stack, id string) workflows.Interrupt {
+	s.t.Helper()
+	s.start(id, closeRun())
+	s.awaitNext(id, waitTimeout, "gate:close_ticket")
+	return s.mustState(id).Interrupts[0]
 }
 
 // A waiting call produces one message per target — a signed webhook, a
@@ -34,9 +43,7 @@ func TestNotificationsReachEveryTargetAndASignedClickDecides(t *testing.T) {
 	r := newNotifyRig(t, "")
 	r.serve(s, nil)
 	const id = "notify-every-target"
-	s.start(id, closeRun())
-	s.awaitNext(id, waitTimeout, "gate:close_ticket")
-	it := s.mustState(id).Interrupts[0]
+	it := startWaiting(s, id)
 	testenv.Eventually(t, notifyTimeout, "a message at every target", func() error {
 		if h, m, e := len(r.hook.requests("/hook")), len(r.slackMessages()), len(r.mail.Messages()); h < 1 || m < 1 || e < 1 {
 			return fmt.Errorf("webhook %d, Slack %d, e-mail %d", h, m, e)
@@ -163,9 +170,7 @@ func TestEmailLinkGetDecidesNothingAndThePagesPostApproves(t *testing.T) {
 	r := newNotifyRig(t, "")
 	r.serve(s, nil)
 	const id = "notify-email-link"
-	s.start(id, closeRun())
-	s.awaitNext(id, waitTimeout, "gate:close_ticket")
-	it := s.mustState(id).Interrupts[0]
+	it := startWaiting(s, id)
 	testenv.Eventually(t, notifyTimeout, "the e-mail", func() error {
 		if len(r.mail.Messages()) == 0 {
 			return fmt.Errorf("no e-mail yet")
@@ -250,9 +255,7 @@ events: [waiting]
 `, down.srv.URL, slow.URL))
 	r.serve(s, nil)
 	const id = "notify-failing"
-	s.start(id, closeRun())
-	s.awaitNext(id, waitTimeout, "gate:close_ticket")
-	it := s.mustState(id).Interrupts[0]
+	it := startWaiting(s, id)
 	if _, err := s.approveByUpdate(id, workflows.DecisionInput{CallID: "c-1", Approver: "bob", ArgsDigest: it.ArgsDigest}); err != nil {
 		t.Fatalf("approving while the targets fail: %v", err)
 	}
