@@ -276,17 +276,24 @@ func get(t *testing.T, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// confirmPost POSTs the confirm page's form as the page in a browser does.
+// confirmPost POSTs the confirm page's form to the rig's listener.
 func (r *notifyRig) confirmPost(token, decision, reason string) (int, string) {
 	r.t.Helper()
-	form := url.Values{"t": {token}, "decision": {decision}, "reason": {reason}}
-	req, _ := http.NewRequest(http.MethodPost, r.door.URL+"/confirm", strings.NewReader(form.Encode()))
+	return postConfirm(r.t, r.door.URL, token, decision, reason)
+}
+
+// postConfirm POSTs the confirm page's form to the listener at base, as the
+// page in a browser does (same origin).
+func postConfirm(t *testing.T, base, token, decision string, reason ...string) (int, string) {
+	t.Helper()
+	form := url.Values{"t": {token}, "decision": {decision}, "reason": {strings.Join(reason, "")}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/confirm", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", r.door.URL)
+	req.Header.Set("Origin", base)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
