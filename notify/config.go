@@ -29,6 +29,10 @@ import (
 // MaxFileSize is the largest notify file Load reads.
 const MaxFileSize = 256 << 10
 
+// MaxTargets bounds a notify file's targets: each event of a run schedules
+// one delivery per target, and each is kept in the run's history.
+const MaxTargets = 16
+
 // Kinds of target.
 const (
 	KindWebhook = "webhook"
@@ -220,8 +224,11 @@ var targetName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if len(c.Targets) == 0 {
+	switch n := len(c.Targets); {
+	case n == 0:
 		bad("targets: none; a notify file needs at least one")
+	case n > MaxTargets:
+		bad("targets: %d, at most %d (each event of a run is one delivery per target, kept in its history)", n, MaxTargets)
 	}
 	if err := checkEvents("events", c.Events); err != nil {
 		errs = append(errs, err)
