@@ -66,11 +66,11 @@ func TestGetShowsTheCardAndNeverDecides(t *testing.T) {
 func TestRefusedLinks(t *testing.T) {
 	x := newFixture(t, false)
 	good := x.link("alice", notify.ViaEmail)
-	expired, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
+	expired, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.UnixNano(),
 		Recipient: "alice", Channel: "email", Expires: x.now.Add(-time.Minute)}, x.now.Add(-time.Hour))
 	require.NoError(t, err)
 	_, otherKey, _ := signed.GenerateKey()
-	foreign, err := notify.SignLink(otherKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
+	foreign, err := notify.SignLink(otherKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.UnixNano(),
 		Recipient: "alice", Channel: "email", Expires: x.now.Add(time.Hour)}, x.now)
 	require.NoError(t, err)
 	mid := strings.LastIndexByte(good, '.') + 10
@@ -79,13 +79,16 @@ func TestRefusedLinks(t *testing.T) {
 		flip = 'B'
 	}
 	tampered := good[:mid] + string(flip) + good[mid+1:]
-	otherArgs, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: strings.Repeat("0", 64),
+	otherArgs, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: strings.Repeat("0", 64), Asked: x.it.RequestedAt.UnixNano(),
 		Recipient: "alice", Channel: "email", Expires: x.now.Add(time.Hour)}, x.now)
 	require.NoError(t, err)
-	decided, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-1", ArgsDigest: x.it.ArgsDigest,
+	decided, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-1", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.UnixNano(),
 		Recipient: "alice", Channel: "email", Expires: x.now.Add(time.Hour)}, x.now)
 	require.NoError(t, err)
-	unknown, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-9", CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
+	unknown, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-9", CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.UnixNano(),
+		Recipient: "alice", Channel: "email", Expires: x.now.Add(time.Hour)}, x.now)
+	require.NoError(t, err)
+	earlierWait, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.Add(-time.Hour).UnixNano(),
 		Recipient: "alice", Channel: "email", Expires: x.now.Add(time.Hour)}, x.now)
 	require.NoError(t, err)
 	cases := []struct {
@@ -100,6 +103,7 @@ func TestRefusedLinks(t *testing.T) {
 		{"other arguments", otherArgs, http.StatusConflict, "changed since this link was sent"},
 		{"already decided", decided, http.StatusConflict, "already decided"},
 		{"unknown run", unknown, http.StatusNotFound, "unknown run"},
+		{"an earlier wait of the call (a rewind)", earlierWait, http.StatusConflict, "waits again since this link was sent"},
 	}
 	for _, c := range cases {
 		status, hdr, body := x.do(http.MethodGet, "/confirm?t="+url.QueryEscape(c.tok), nil, nil)

@@ -188,7 +188,7 @@ func newFixture(t *testing.T, underPolicy bool, edit ...func(*Options)) *fixture
 // link is a link token for c-3 sent to recipient by channel.
 func (x *fixture) link(recipient, channel string) string {
 	x.t.Helper()
-	tok, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
+	tok, err := notify.SignLink(x.linkKey, notify.Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Asked: x.it.RequestedAt.UnixNano(),
 		Recipient: recipient, Channel: channel, Expires: x.now.Add(time.Hour)}, x.now)
 	if err != nil {
 		x.t.Fatal(err)

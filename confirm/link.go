@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/client"
@@ -78,6 +79,10 @@ func (h *Handler) find(ctx context.Context, token string, l notify.Link) (found,
 		if it.ArgsDigest != l.ArgsDigest {
 			return found{}, refuse(http.StatusConflict, "the arguments of call %s (%s) changed since this link was sent (args_digest %s now, %s in the link): "+
 				"nothing was decided; the link named other arguments than the call has", l.CallID, it.Tool, it.ArgsDigest, l.ArgsDigest)
+		}
+		if it.RequestedAt.UnixNano() != l.Asked {
+			return found{}, refuse(http.StatusConflict, "call %s (%s) waits again since this link was sent (it was asked anew at %s, the link asks about the wait of %s, which ended — a rewind, or a new question of its tool): "+
+				"nothing was decided; use the notification sent for this wait", l.CallID, it.Tool, it.RequestedAt.UTC().Format(time.RFC3339), time.Unix(0, l.Asked).UTC().Format(time.RFC3339))
 		}
 		return found{token: token, link: l, state: st, it: it}, nil
 	}

@@ -127,7 +127,7 @@ func TestLinks(t *testing.T) {
 	_, other, err := signed.GenerateKey()
 	require.NoError(t, err)
 	now := time.Unix(1_800_000_000, 0)
-	l := Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: strings.Repeat("ab", 32), Recipient: "alice", Channel: ViaEmail, Expires: now.Add(time.Hour)}
+	l := Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: strings.Repeat("ab", 32), Asked: 1_799_999_000_000_000_000, Recipient: "alice", Channel: ViaEmail, Expires: now.Add(time.Hour)}
 	tok, err := SignLink(priv, l, now)
 	require.NoError(t, err)
 	got, err := VerifyLink(pub, tok, now.Add(time.Minute))
@@ -158,6 +158,6 @@ func TestLinks(t *testing.T) {
 	require.Equal(t, now.Add(MaxLinkLifetime), got.Expires, "no link outlives MaxLinkLifetime")
 	_, err = SignLink(priv, Link{WorkflowID: "run-1", CallID: "c-3", Recipient: "alice", Channel: ViaEmail, Expires: now.Add(time.Hour)}, now)
 	require.ErrorContains(t, err, "required")
-	_, err = SignLink(priv, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d", Recipient: "alice", Channel: ViaEmail, Expires: now}, now)
+	_, err = SignLink(priv, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d", Asked: 1_799_999_000_000_000_000, Recipient: "alice", Channel: ViaEmail, Expires: now}, now)
 	require.ErrorContains(t, err, "not after now")
 }

@@ -30,13 +30,16 @@ const (
 const MaxLinkLifetime = 7 * 24 * time.Hour
 
 // Link is what a link token binds: one call of one run, the exact arguments
-// it was sent with (ArgsDigest), until Expires; Recipient is who it was sent
-// to (an approver's name, an address, or "slack" for a Slack message's
-// buttons) and Channel how (slack, email, webhook).
+// it was sent with (ArgsDigest) and the one wait it was sent for (Asked: the
+// call's requested_at in Unix nanoseconds — a call that waits again, after a
+// rewind, is asked anew), until Expires; Recipient is who it was sent to (an
+// approver's name, an address, "slack" for a Slack message's buttons, a
+// webhook target's name) and Channel how (slack, email, webhook).
 type Link struct {
 	WorkflowID string
 	CallID     string
 	ArgsDigest string
+	Asked      int64
 	Recipient  string
 	Channel    string
 	Expires    time.Time
@@ -44,8 +47,8 @@ type Link struct {
 
 // SignLink makes a link token for l, signed with key, issued at now.
 func SignLink(key ed25519.PrivateKey, l Link, now time.Time) (string, error) {
-	if l.WorkflowID == "" || l.CallID == "" || l.ArgsDigest == "" || l.Recipient == "" || l.Channel == "" {
-		return "", errors.New("link: run, call, args digest, recipient and channel are all required")
+	if l.WorkflowID == "" || l.CallID == "" || l.ArgsDigest == "" || l.Asked == 0 || l.Recipient == "" || l.Channel == "" {
+		return "", errors.New("link: run, call, args digest, the wait's time (asked), recipient and channel are all required")
 	}
 	exp := l.Expires
 	if limit := now.Add(MaxLinkLifetime); exp.After(limit) {
@@ -55,7 +58,7 @@ func SignLink(key ed25519.PrivateKey, l Link, now time.Time) (string, error) {
 		return "", fmt.Errorf("link: expires at %s, not after now", exp.UTC().Format(time.RFC3339))
 	}
 	return signed.Sign(key, signed.Claims{Approver: l.Recipient, WorkflowID: l.WorkflowID, Action: ActionLink,
-		CallID: l.CallID, ArgsDigest: l.ArgsDigest, Via: l.Channel, IssuedAt: now.Unix(), Expiry: exp.Unix()})
+		CallID: l.CallID, ArgsDigest: l.ArgsDigest, Asked: l.Asked, Via: l.Channel, IssuedAt: now.Unix(), Expiry: exp.Unix()})
 }
 
 // VerifyLink checks a link token's signature against pub, its action and
@@ -68,8 +71,8 @@ func VerifyLink(pub ed25519.PublicKey, token string, now time.Time) (Link, error
 	if c.Action != ActionLink {
 		return Link{}, fmt.Errorf("link refused: a token for %q, not a link", c.Action)
 	}
-	if c.CallID == "" || c.ArgsDigest == "" || c.Via == "" {
-		return Link{}, errors.New("link refused: it names no call, arguments or channel")
+	if c.CallID == "" || c.ArgsDigest == "" || c.Asked == 0 || c.Via == "" {
+		return Link{}, errors.New("link refused: it names no call, arguments, wait or channel")
 	}
 	if now.Unix() >= c.Expiry {
 		return Link{}, fmt.Errorf("link expired at %s", time.Unix(c.Expiry, 0).UTC().Format(time.RFC3339))
@@ -77,7 +80,7 @@ func VerifyLink(pub ed25519.PublicKey, token string, now time.Time) (Link, error
 	if c.IssuedAt > now.Add(time.Minute).Unix() {
 		return Link{}, errors.New("link refused: issued in the future")
 	}
-	return Link{WorkflowID: c.WorkflowID, CallID: c.CallID, ArgsDigest: c.ArgsDigest, Recipient: c.Approver, Channel: c.Via,
+	return Link{WorkflowID: c.WorkflowID, CallID: c.CallID, ArgsDigest: c.ArgsDigest, Asked: c.Asked, Recipient: c.Approver, Channel: c.Via,
 		Expires: time.Unix(c.Expiry, 0)}, nil
 }
 

@@ -242,7 +242,7 @@ func shown(data []byte) string {
 // through channel, issued at now; both "" when the file sets no link_base or
 // link key, or n is not a waiting call's.
 func (c *Config) LinkFor(n workflows.Notification, recipient, channel string, now time.Time) (token, link string, err error) {
-	if c.LinkBase == "" || c.LinkKey() == nil || n.Event != workflows.NotifyWaiting || n.CallID == "" || n.ArgsDigest == "" {
+	if c.LinkBase == "" || c.LinkKey() == nil || n.Event != workflows.NotifyWaiting || n.CallID == "" || n.ArgsDigest == "" || n.RequestedAt.IsZero() {
 		return "", "", nil
 	}
 	exp := n.ExpiresAt
@@ -250,7 +250,7 @@ func (c *Config) LinkFor(n workflows.Notification, recipient, channel string, no
 		exp = now.Add(MaxLinkLifetime)
 	}
 	token, err = SignLink(c.LinkKey(), Link{WorkflowID: n.WorkflowID, CallID: n.CallID, ArgsDigest: n.ArgsDigest,
-		Recipient: recipient, Channel: channel, Expires: exp}, now)
+		Asked: n.RequestedAt.UnixNano(), Recipient: recipient, Channel: channel, Expires: exp}, now)
 	if err != nil {
 		return "", "", fmt.Errorf("link for %s: %w", recipient, err)
 	}

@@ -117,8 +117,8 @@ func TestLinkFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, n.ExpiresAt.Equal(l.Expires))
 	l.Expires = n.ExpiresAt
-	assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Recipient: "alice", Channel: "email",
-		Expires: n.ExpiresAt}, l)
+	assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Asked: n.RequestedAt.UnixNano(), Recipient: "alice", Channel: "email",
+		Expires: n.ExpiresAt}, l, "the link names the one wait it was sent for")
 
 	// A call with no deadline: the link's own lifetime bounds it.
 	n.ExpiresAt = time.Time{}

@@ -188,12 +188,12 @@ func TestEmailLinkGetDecidesNothingAndThePagesPostApproves(t *testing.T) {
 	}
 	tok := tokenOf(t, link)
 	now := time.Now()
-	past, err := notify.SignLink(r.linkKey, notify.Link{WorkflowID: id, CallID: "c-1", ArgsDigest: it.ArgsDigest, Recipient: opsMail, Channel: notify.ViaEmail,
+	past, err := notify.SignLink(r.linkKey, notify.Link{WorkflowID: id, CallID: "c-1", ArgsDigest: it.ArgsDigest, Asked: it.RequestedAt.UnixNano(), Recipient: opsMail, Channel: notify.ViaEmail,
 		Expires: now.Add(-time.Hour)}, now.Add(-2*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := notify.SignLink(r.linkKey, notify.Link{WorkflowID: id, CallID: "c-1", ArgsDigest: strings.Repeat("0", 64), Recipient: opsMail, Channel: notify.ViaEmail,
+	other, err := notify.SignLink(r.linkKey, notify.Link{WorkflowID: id, CallID: "c-1", ArgsDigest: strings.Repeat("0", 64), Asked: it.RequestedAt.UnixNano(), Recipient: opsMail, Channel: notify.ViaEmail,
 		Expires: now.Add(time.Hour)}, now)
 	if err != nil {
 		t.Fatal(err)
