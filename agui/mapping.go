@@ -55,7 +55,7 @@ func callsOf(trace []workflows.TraceRecord, st workflows.State, turn int) []*cal
 			byID[rec.CallID] = c
 			out = append(out, c)
 		}
-		if rec.Status == workflows.TraceShadow {
+		if rec.Status == workflows.TraceShadow || workflows.Notice(rec.Status) {
 			continue
 		}
 		c.last = rec

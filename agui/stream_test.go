@@ -359,3 +359,19 @@ func TestAStreamEndsAfterMaxStream(t *testing.T) {
 		t.Fatal("the stream is still open after MaxStream")
 	}
 }
+
+// A notification's record is who was told, not what became of the call: a
+// call blocked by the deny policy, told of afterwards, still ends blocked.
+func TestNotificationRecordsAreNoCallsOutcome(t *testing.T) {
+	trace := []workflows.TraceRecord{
+		{Seq: 1, Turn: 1, CallID: "c-1", Tool: "close_ticket", Args: []byte(`{"ticket_id":"TKT-3"}`), Status: workflows.TraceBlocked, Error: "call refused by the deny policy: needs confirmation"},
+		{Seq: 2, Turn: 1, CallID: "c-1", Tool: "close_ticket", Status: workflows.TraceNotified, Reason: "ops (webhook) blocked: HTTP 200"},
+	}
+	calls := callsOf(trace, workflows.State{Turn: 1}, 1)
+	if len(calls) != 1 || calls[0].last == nil || calls[0].last.Status != workflows.TraceBlocked {
+		t.Fatalf("calls %+v, want c-1 whose last record is its block", calls)
+	}
+	if got := outcomeText(calls[0].last); got != "not executed: blocked: call refused by the deny policy: needs confirmation" {
+		t.Errorf("outcome %q", got)
+	}
+}

@@ -281,6 +281,9 @@ func steps(runs []Run, obs []*workflows.Observer) []Step {
 	destructive := map[string]bool{}
 	for _, o := range obs {
 		for _, rec := range o.Trace {
+			if workflows.Notice(rec.Status) {
+				continue // who was told, not what became of the call
+			}
 			last[rec.CallID] = rec
 			switch rec.Status {
 			case workflows.TraceApproved, workflows.TraceEdited, workflows.TraceRejected, workflows.TraceCancelled, workflows.TraceResponded:

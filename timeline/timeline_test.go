@@ -191,4 +191,9 @@ func TestObserveARunThatNotifies(t *testing.T) {
 	if o.Version != 8 || len(o.Steps) != 3 || notices != 3 {
 		t.Fatalf("observed version %d, %d steps, %d notification records; want 8, 3, 3", o.Version, len(o.Steps), notices)
 	}
+	// The close's step says what became of it, not who was told last.
+	st := steps([]Run{{RunID: "r"}}, []*workflows.Observer{o})
+	if len(st) != 2 || st[1].Calls[0].ID != "c-2" || st[1].Calls[0].Status != workflows.TraceOK || !st[1].Calls[0].Ran || len(st[1].Calls[0].Result) == 0 {
+		t.Fatalf("steps %+v, want c-2 ok with its result", st)
+	}
 }

@@ -31,6 +31,10 @@ const (
 	TraceNotifyFailed = "notify_failed" // a delivery failed after its retries: Error says why
 )
 
+// Notice reports whether a trace status records a notification's delivery
+// (who was told) rather than what became of the call.
+func Notice(status string) bool { return status == TraceNotified || status == TraceNotifyFailed }
+
 // NotifyTarget is a notification target as the worker declares it to its
 // runs (WorkerConfig.Notify): its name, its kind and the events it takes. No
 // address or secret is ever part of it: the run's history records it.
