@@ -61,6 +61,9 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 		if c.Action != signed.ActionApprove && c.Action != signed.ActionReject {
 			return c, fmt.Errorf("a token by link (via %s) signs %q: a decision by link may only approve or reject", c.Via, c.Action)
 		}
+		if c.EditedDigest != "" || c.DataDigest != "" || c.Grant != nil {
+			return c, fmt.Errorf("a token by link (via %s) edits, answers or grants: a decision by link approves or rejects the call as it is", c.Via)
+		}
 		if err := a.pol.DecidesVia(c.Approver, c.Via); err != nil {
 			return c, fmt.Errorf("decision by link refused: %v", err)
 		}

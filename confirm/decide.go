@@ -96,8 +96,8 @@ func (h *Handler) linkDecision(f found, approve bool, reason, token string) (wor
 	switch m {
 	case modeLink:
 		in.Approver, in.Via = f.link.Recipient, f.link.Channel
-		if f.link.Channel == notify.ViaWebhook {
-			in.Approver = "webhook:" + f.link.Recipient // a webhook's link names a target, not a person
+		if f.link.Channel != notify.ViaEmail {
+			in.Approver = f.link.Channel + ":" + f.link.Recipient // a Slack message's or a webhook's link names a target, not a person
 		}
 		if approve {
 			in.Note = reason

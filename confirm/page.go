@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -90,6 +91,13 @@ const (
 func (h *Handler) modeOf(f found) (mode, error) {
 	if !f.state.Policy {
 		return modeLink, nil
+	}
+	if f.link.Channel != notify.ViaEmail {
+		// A Slack message's or a webhook's link names a target, not a
+		// person: whoever can read the channel holds it. A click in Slack
+		// decides as the Slack user Slack signs for (/slack/interactions);
+		// the page decides only with the approver's signature.
+		return modeSign, fmt.Errorf("a link from %s %s names no approver", f.link.Channel, quote(f.link.Recipient))
 	}
 	if err := h.mayClick(f.link.Recipient, f.link.Channel); err != nil {
 		return modeSign, err

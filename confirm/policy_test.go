@@ -39,10 +39,19 @@ func TestPolicyViaEmailSignsWithTheLinkKey(t *testing.T) {
 	assert.Equal(t, signed.Claims{Approver: "alice", WorkflowID: "run-1", Action: signed.ActionReject, CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
 		Kind: "gate", Asked: x.it.RequestedAt.UnixNano(), Reason: "not this one", Via: "email", IssuedAt: now, Expiry: now + 300}, c)
 
-	// carol's via is email only: her Slack link does not decide alone.
-	status, body = x.post(url.Values{"t": {x.link("carol", notify.ViaSlack)}, "decision": {"approve"}})
+	// A Slack message's link names its target, never an approver — even a
+	// target named as one whose via is slack: on the page it decides only
+	// signed (a click in Slack decides as the user Slack signs for).
+	for _, name := range []string{"carol", "alice"} {
+		status, body = x.post(url.Values{"t": {x.link(name, notify.ViaSlack)}, "decision": {"approve"}})
+		assert.Equal(t, http.StatusForbidden, status, body)
+		assert.Contains(t, unesc(body), "a link from slack \""+name+"\" names no approver")
+	}
+	// carol's via is email only: her e-mail link does not decide alone... and
+	// alice's does (above); bob, with no via, signs.
+	status, body = x.post(url.Values{"t": {x.link("bob", notify.ViaEmail)}, "decision": {"approve"}})
 	assert.Equal(t, http.StatusForbidden, status, body)
-	assert.Contains(t, unesc(body), "carol may not decide through slack")
+	assert.Contains(t, unesc(body), "bob may not decide through email")
 }
 
 // A policy whose link_key is not the handler's link key: no decision is

@@ -155,12 +155,15 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 	}
 	res, err := h.b.Decide(ctx, l.WorkflowID, approve, dec, client.WithUpdateID(updateID("slack-", in.User.ID, actionTS, value)))
 	switch {
-	case errors.Is(err, client.ErrUnauthorized):
-		return ephemeral(fmt.Sprintf("refused: %v", err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return ephemeral(fmt.Sprintf("the run did not answer within %s, so the decision may or may not be taken: look at run %s before you click again", SlackDecideTimeout, l.WorkflowID))
-	case err != nil:
+	case errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrDigestMismatch):
+		// The call no longer waits as the message shows it: no button of it can decide.
 		return h.outcomeMessage(f, "refused: "+err.Error())
+	case err != nil:
+		// Who clicked may not decide, or the run could not answer: the
+		// buttons stay for the right person, and for a second try.
+		return ephemeral(fmt.Sprintf("refused: %v", err))
 	case res.Decision == workflows.DecisionCounted:
 		return ephemeral(outcome(res, f.it, by, notify.ViaSlack))
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -208,8 +209,9 @@ func TestSlackPostsOnlyWhereAllowed(t *testing.T) {
 }
 
 // A run's refusal of who clicked (unauthorized: self-approval, a wrong role)
-// is told only to them, the buttons left; any other refusal replaces the
-// message, saying so.
+// is told only to them, the buttons left, and so is a failure to reach the
+// run (another try may work); a call that no longer waits as shown
+// replaces the message, saying so.
 func TestSlackShowsTheRunsRefusal(t *testing.T) {
 	x := newFixture(t, true)
 	link := x.link("slack", notify.ViaSlack)
@@ -226,6 +228,13 @@ func TestSlackShowsTheRunsRefusal(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, true, got[1].Body["replace_original"])
 	assert.Equal(t, "refused: call c-3 is not waiting", got[1].Body["text"])
+
+	x.f.decideErr = errors.New("rpc error: code = Unavailable desc = connection refused")
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: notify.SlackActionApprove, value: link}), nil)
+	got = x.posts()
+	require.Len(t, got, 3)
+	assert.Equal(t, "ephemeral", got[2].Body["response_type"], "a run that could not answer keeps the buttons")
+	assert.Equal(t, false, got[2].Body["replace_original"])
 }
 
 // A response prefix matches at a path boundary only.

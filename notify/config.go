@@ -29,6 +29,11 @@ import (
 // MaxFileSize is the largest notify file Load reads.
 const MaxFileSize = 256 << 10
 
+// MaxAttemptTimeout bounds a target's timeout: four attempts of it, and the
+// waits between them, fit the run's bound on a delivery
+// (workflows.NotifyDeadline).
+const MaxAttemptTimeout = 30 * time.Second
+
 // MaxTargets bounds a notify file's targets: each event of a run schedules
 // one delivery per target, and each is kept in the run's history.
 const MaxTargets = 16
@@ -256,8 +261,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 		if t.Timeout != "" {
-			if d, err := time.ParseDuration(t.Timeout); err != nil || d <= 0 || d > time.Minute {
-				bad("%s.timeout %q: want a duration up to 1m", at, t.Timeout)
+			if d, err := time.ParseDuration(t.Timeout); err != nil || d <= 0 || d > MaxAttemptTimeout {
+				bad("%s.timeout %q: want a duration up to %s", at, t.Timeout, MaxAttemptTimeout)
 			}
 		}
 		switch t.Kind() {
@@ -320,23 +325,24 @@ func checkEvents(at string, events []string) error {
 	return nil
 }
 
-// checkURL accepts an absolute https URL, or http to a loopback host.
+// checkURL accepts an absolute https URL, or http to a loopback host. Its
+// errors never quote the URL: a webhook's or Slack's URL is a credential.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return err
+		return errors.New("does not parse as a URL (not shown: it may hold a secret)")
 	}
 	switch {
 	case u.Host == "":
-		return fmt.Errorf("%q: want an absolute URL", s)
+		return errors.New("want an absolute URL (not shown: it may hold a secret)")
 	case u.User != nil:
-		return fmt.Errorf("%q: credentials in the URL", s)
+		return errors.New("the URL holds credentials (not shown): put a webhook's in its secret")
 	case u.Scheme == "https":
 		return nil
 	case u.Scheme == "http" && isLoopback(u.Hostname()):
 		return nil
 	}
-	return fmt.Errorf("%q: want https (http only to a loopback address)", s)
+	return fmt.Errorf("want https (http only to a loopback address), not %s to %s", u.Scheme, u.Hostname())
 }
 
 // SetLinkKey sets the key that signs links (Load reads it from link_key_file).

@@ -77,13 +77,23 @@ func TestParseExpandsTheEnvironmentSafely(t *testing.T) {
 	require.Equal(t, "https://h.example/a b", c.Targets[0].Webhook)
 }
 
+// A refused URL is never quoted: a webhook's or Slack's URL is a credential.
+func TestValidateNeverQuotesAURL(t *testing.T) {
+	for _, u := range []string{"https://user:s3cr3t@hooks.example/x", "http://hooks.slack.com/services/T0/B0/SECRETPATH", "hooks.example/SECRETPATH", "https://[::1/SECRETPATH"} {
+		_, err := Parse([]byte(`targets: [{name: ops, webhook: "`+u+`", secret: s}]`), env(nil))
+		require.Error(t, err, u)
+		require.NotContains(t, err.Error(), "s3cr3t", u)
+		require.NotContains(t, err.Error(), "SECRETPATH", u)
+	}
+}
+
 // Each mistake is refused, saying where and why.
 func TestValidateRefuses(t *testing.T) {
 	for name, tc := range map[string]struct{ file, want string }{
 		"no targets":           {`events: [waiting]`, "targets: none"},
 		"webhook unsigned":     {`targets: [{name: ops, webhook: "https://h.example/x"}]`, "targets[0].secret: required"},
 		"plain http":           {`targets: [{name: ops, webhook: "http://h.example/x", secret: s}]`, "want https (http only to a loopback address)"},
-		"credentials in URL":   {`targets: [{name: ops, webhook: "https://u:p@h.example/x", secret: s}]`, "credentials in the URL"},
+		"credentials in URL":   {`targets: [{name: ops, webhook: "https://u:p@h.example/x", secret: s}]`, "the URL holds credentials (not shown)"},
 		"two kinds":            {`targets: [{name: ops, webhook: "https://h.example/x", slack: "https://s.example/x", secret: s}]`, "exactly one of webhook, slack and smtp"},
 		"same name":            {`targets: [{name: ops, webhook: "https://h.example/x", secret: s}, {name: ops, webhook: "https://h.example/y", secret: s}]`, `"ops": given twice`},
 		"bad name":             {`targets: [{name: "Ops Team", webhook: "https://h.example/x", secret: s}]`, "want 1-32 of a-z"},
@@ -93,7 +103,7 @@ func TestValidateRefuses(t *testing.T) {
 		"smtp half auth":       {`targets: [{name: m, smtp: "mail.example:587", from: "a@example.com", user: u}]`, "user and password go together"},
 		"slack secret on hook": {`targets: [{name: ops, webhook: "https://h.example/x", secret: s, signing_secret: t}]`, "belong to a slack target"},
 		"unknown key":          {`targets: [{name: ops, webhook: "https://h.example/x", secret: s, sekret: t}]`, "field sekret not found"},
-		"long timeout":         {`targets: [{name: ops, webhook: "https://h.example/x", secret: s, timeout: 5m}]`, "want a duration up to 1m"},
+		"long timeout":         {`targets: [{name: ops, webhook: "https://h.example/x", secret: s, timeout: 5m}]`, "want a duration up to 30s"},
 	} {
 		_, err := Parse([]byte(tc.file), env(nil))
 		require.ErrorContains(t, err, tc.want, name)

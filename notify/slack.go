@@ -147,7 +147,7 @@ func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notificati
 	if n.Event == EventTest {
 		msg = slackTest(t, n)
 	} else {
-		token, link, err := s.linkFor(n, KindSlack, KindSlack)
+		token, link, err := s.linkFor(n, t.Name, ViaSlack) // names the target: the clicker is who Slack says
 		if err != nil {
 			return "", err
 		}

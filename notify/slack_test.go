@@ -83,7 +83,7 @@ func TestSlackDelivers(t *testing.T) {
 		tok, _ := byID[id]["value"].(string)
 		l, err := VerifyLink(pub, tok, time.Now())
 		require.NoError(t, err, id)
-		assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Recipient: "slack", Channel: "slack"},
+		assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Recipient: "team", Channel: "slack"},
 			Link{WorkflowID: l.WorkflowID, CallID: l.CallID, ArgsDigest: l.ArgsDigest, Recipient: l.Recipient, Channel: l.Channel})
 	}
 	open, _ := byID[SlackActionOpen]["url"].(string)

@@ -145,6 +145,11 @@ func (r *run) viaKey(c signed.Claims) (ed25519.PublicKey, error) {
 		// its key never grants, starts, rewinds nor answers in a tool's place.
 		return nil, refusal(RefusedUnauthorized, "%s's token by link (via %s) signs %q: a decision by link may only approve or reject a call", c.Approver, clip(c.Via, 32), clip(c.Action, 32))
 	}
+	if c.EditedDigest != "" || c.DataDigest != "" || c.Grant != nil {
+		// A click says yes or no to the call as shown; an edit, an answer to
+		// the tool's question or a grant is the approver's own signed act.
+		return nil, refusal(RefusedUnauthorized, "%s's token by link (via %s) edits, answers or grants: a decision by link approves or rejects the call as it is", c.Approver, clip(c.Via, 32))
+	}
 	pol := r.engine.Policy()
 	if err := pol.DecidesVia(c.Approver, c.Via); err != nil {
 		return nil, refusal(RefusedUnauthorized, "decision by link refused: %s", clip(err.Error(), 300))

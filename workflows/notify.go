@@ -22,8 +22,13 @@ import (
 // new, so none is dropped.
 
 // NotifyDrain is the longest a run waits for its deliveries in flight when it
-// ends or continues as new: longer than the notify retry policy lets one take.
+// ends or continues as new: longer than NotifyDeadline, so every delivery
+// has ended, delivered or given up, and is in the trace.
 const NotifyDrain = 3 * time.Minute
+
+// NotifyDeadline bounds a delivery, its retries included (the activity's
+// schedule-to-close timeout).
+const NotifyDeadline = 150 * time.Second
 
 // notifyRetry bounds a delivery: NotifyAttempts attempts, 2 s apart and then
 // doubling; refusals retrying cannot fix (the notify package's
@@ -99,10 +104,11 @@ func (r *run) notify(ctx workflow.Context, n Notification) {
 		r.notifySeq++
 		n.Target = t.Name
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			ActivityID:          fmt.Sprintf("notify-%d-%s", r.notifySeq, t.Name),
-			StartToCloseTimeout: 90 * time.Second,
-			HeartbeatTimeout:    NotifyHeartbeat,
-			RetryPolicy:         notifyRetry,
+			ActivityID:             fmt.Sprintf("notify-%d-%s", r.notifySeq, t.Name),
+			StartToCloseTimeout:    time.Minute,
+			ScheduleToCloseTimeout: NotifyDeadline,
+			HeartbeatTimeout:       NotifyHeartbeat,
+			RetryPolicy:            notifyRetry,
 		})
 		f := workflow.ExecuteActivity(actx, NotifyActivity, n)
 		call := tool.Call{ID: n.CallID, Tool: n.Tool}
@@ -159,6 +165,8 @@ func deliveryError(err error) string {
 		state = act.RetryState()
 	}
 	switch {
+	case state == enumspb.RETRY_STATE_TIMEOUT:
+		msg = fmt.Sprintf("%s (gave up: a delivery has %s, retries included)", msg, NotifyDeadline)
 	case state == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE || ae != nil && ae.NonRetryable():
 		msg += " (not retried: retrying cannot fix it)"
 	case state == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED || ae != nil && state == enumspb.RETRY_STATE_UNSPECIFIED:

@@ -219,6 +219,7 @@ func TestDecisionsByLink(t *testing.T) {
 		cases["a channel alice lacks"] = byLink("alice", signed.ActionApprove, "sms", nil)
 		cases["a link is no decision"] = byLink("alice", "link", "slack", nil)
 		cases["the link key cannot respond"] = byLink("alice", signed.ActionRespond, "slack", nil)
+		cases["the link key cannot edit"] = byLink("alice", signed.ActionApprove, "slack", func(c *signed.Claims) { c.EditedDigest = strings.Repeat("e", 64) })
 		cases["alice's own key with a via"] = func() *updateOutcome {
 			return s.decide(f, "alice", signed.ActionApprove, "c-1", func(c *signed.Claims, in *workflows.DecisionInput) { c.Via, in.Via = "slack", "slack" })
 		}()
@@ -239,6 +240,7 @@ func TestDecisionsByLink(t *testing.T) {
 		"a channel alice lacks":         `via "sms" refused: want slack, email or webhook`,
 		"a link is no decision":         `signs "link": a decision by link may only approve or reject`,
 		"the link key cannot respond":   `signs "respond"`,
+		"the link key cannot edit":      "edits, answers or grants",
 		"alice's own key with a via":    "not signed by the policy's link_key",
 		"a via the token does not sign": `via "slack" is not the one alice's token signs`,
 	} {

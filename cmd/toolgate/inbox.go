@@ -158,6 +158,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	timeout := queryTimeoutFlag(fs)
 	notifyFile := fs.String("notify", "", "the workers' notify file: serve its links' confirm page (/confirm) and Slack's interactivity endpoint (/slack/interactions) too")
 	policyFile := fs.String("policy", "", "with --notify: the workers' policy, to know who a Slack user or a link's recipient is and whether they may decide by link")
+	only := fs.Bool("replies-only", false, "with --notify: serve only the confirm page and the Slack endpoint, not the inbox (for the listener at link_base, which mail recipients and Slack reach)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	rp, err := loadReplies(*notifyFile, *policyFile, c.stderr)
+	rp, err := loadReplies(*notifyFile, *policyFile, *only, c.stderr)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,9 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ib.stop()
-	fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, task queue %s)\n", ib.URL, conn.Describe(), strings.Join(queues.queues, ", "))
+	if rp == nil || !rp.only {
+		fmt.Fprintf(c.stdout, "approvals inbox at %s (Temporal %s, task queue %s)\n", ib.URL, conn.Describe(), strings.Join(queues.queues, ", "))
+	}
 	rp.say(c.stdout, ib.URL)
 	<-ctx.Done()
 	return nil

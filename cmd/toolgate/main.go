@@ -37,7 +37,7 @@ Usage:
                   [--mcp-address HOST:PORT --mcp-tokens FILE [--mcp-wait 3m]]
                   [--agui-address HOST:PORT [--agui-origin URL]... [--agui-planner support|openai]]
   toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
-                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s] [--notify FILE [--policy FILE]]
+                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s] [--notify FILE [--policy FILE] [--replies-only]]
   toolgate agui   [--listen HOST:PORT] [CONNECTION] [--task-queue Q] [--agui-planner support|openai]
                   [--agui-origin URL]... [--host H]... [--listen-tls-cert FILE --listen-tls-key FILE | --insecure]
                   [--approval-timeout D] [--idle-timeout D]

@@ -22,6 +22,9 @@ import (
 type replies struct {
 	notify *notify.Config
 	policy *policy.Policy
+	// only: serve the confirm page and the Slack endpoint alone, not the
+	// inbox (`toolgate inbox --replies-only`: a listener the internet reaches).
+	only bool
 }
 
 // around is h with the confirm page and the Slack endpoint beside it (rp
@@ -33,11 +36,14 @@ func (rp *replies) around(h http.Handler, cl *tgclient.Client, hosts []string) h
 	cf := confirm.New(cl, confirm.Options{Notify: rp.notify, Policy: rp.policy, Hosts: hosts})
 	paths := confirm.Paths() // every other path is the inbox's
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(paths, r.URL.Path) {
+		switch {
+		case slices.Contains(paths, r.URL.Path):
 			cf.ServeHTTP(w, r)
-			return
+		case rp.only:
+			http.Error(w, "this listener serves only the links' confirm page (/confirm) and Slack's interactivity endpoint (/slack/interactions): the inbox is not served here (--replies-only)", http.StatusNotFound)
+		default:
+			h.ServeHTTP(w, r)
 		}
-		h.ServeHTTP(w, r)
 	})
 }
 
@@ -60,10 +66,13 @@ func (rp *replies) say(w io.Writer, inboxURL string) {
 
 // loadReplies loads `toolgate inbox`'s --notify and --policy files (nil
 // without --notify).
-func loadReplies(notifyFile, policyFile string, stderr io.Writer) (*replies, error) {
+func loadReplies(notifyFile, policyFile string, only bool, stderr io.Writer) (*replies, error) {
 	if notifyFile == "" {
-		if policyFile != "" {
+		switch {
+		case policyFile != "":
 			return nil, fmt.Errorf("--policy goes with --notify: the inbox needs the policy only to answer notifications")
+		case only:
+			return nil, fmt.Errorf("--replies-only goes with --notify: without it there is nothing to serve")
 		}
 		return nil, nil
 	}
@@ -71,7 +80,7 @@ func loadReplies(notifyFile, policyFile string, stderr io.Writer) (*replies, err
 	if err != nil {
 		return nil, err
 	}
-	rp := &replies{notify: n}
+	rp := &replies{notify: n, only: only}
 	if policyFile != "" {
 		if rp.policy, err = policy.Load(policyFile); err != nil {
 			return nil, err
