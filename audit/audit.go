@@ -132,7 +132,7 @@ type Entry struct {
 	Verified bool
 	Problem  string // why not Verified
 	// Channel is the channel of a decision by link ("slack", "email"): its
-	// token is signed by the policy's link_key, for an approver whose via
+	// token is signed by the policy's via_key, for an approver whose via
 	// names that channel, not by the approver's own key.
 	Channel string
 	// Unsigned: a rewind note or a fork that came without a token (an

@@ -67,10 +67,10 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 		if err := a.pol.DecidesVia(c.Approver, c.Via); err != nil {
 			return c, fmt.Errorf("decision by link refused: %v", err)
 		}
-		if key, ok = a.pol.ViaKey(); !ok {
-			return c, errors.New("decision by link: the policy's link_key does not parse")
+		if key, ok = a.pol.ViaPublicKey(); !ok {
+			return c, errors.New("decision by link: the policy's via_key does not parse")
 		}
-		signer = "the policy's link_key"
+		signer = "the policy's via_key"
 	}
 	if _, err := signed.Verify(t.token, key); err != nil {
 		return c, fmt.Errorf("bad signature: not signed with %s in the policy", signer)

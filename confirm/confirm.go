@@ -11,7 +11,7 @@
 // Who the decision is by depends on the run: with no policy the link is the
 // authority (its recipient decides through its channel); under a policy, an
 // approver whose via names the channel has the decision signed here with the
-// link key, and anyone else signs it in the page with their own key, which
+// listener's via key (Options.ViaKey), and anyone else signs it in the page with their own key, which
 // never leaves the browser. A Slack click counts only when Slack's signature
 // over the request verifies against a configured signing secret.
 package confirm
@@ -54,7 +54,7 @@ const DefaultTimeout = 15 * time.Second
 const SlackDecideTimeout = 2500 * time.Millisecond
 
 // LinkDecisionLifetime is how long a decision the handler signs with the
-// link key is valid (less if the policy's max_token_lifetime is shorter).
+// via key is valid (less if the policy's max_token_lifetime is shorter).
 const LinkDecisionLifetime = 5 * time.Minute
 
 // Backend is what the handler needs of a toolgate client.
@@ -73,6 +73,12 @@ type Options struct {
 	// Policy is the deployment's policy (nil: none): who is an approver,
 	// their via and their Slack ids.
 	Policy *policy.Policy
+	// ViaKey signs the decisions made by link for approvers whose via allows
+	// it (the listener's --via-key; its public key is the policy's
+	// via_key). It is the listener's alone: workers, which sign links with
+	// notify's link key, never hold it. Nil: every decision under a policy
+	// is signed by its approver.
+	ViaKey ed25519.PrivateKey
 	// Hosts are host names (besides IP literals and localhost) answered; any
 	// other Host header is refused (as inbox.Options.Hosts).
 	Hosts []string
@@ -147,8 +153,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // in tests).
 func (h *Handler) Wait() { h.posts.Wait() }
 
-// linkKey is the key that signs links (and, under a policy, the decisions
-// made by link); nil if none is configured.
+// linkKey is the key that signs links (notify's link_key_file); nil if none
+// is configured.
 func (h *Handler) linkKey() ed25519.PrivateKey {
 	if h.opts.Notify == nil {
 		return nil
@@ -157,9 +163,9 @@ func (h *Handler) linkKey() ed25519.PrivateKey {
 }
 
 // mayClick says why name may not decide by a click that came through
-// channel, with the decision signed by the link key, or returns nil when
-// they may: the deployment's policy lets them (via) and its link_key is this
-// handler's link key, so the run takes what it signs.
+// channel, with the decision signed by the via key, or returns nil when
+// they may: the deployment's policy lets them (via) and its via_key is this
+// handler's, so the run takes what it signs.
 func (h *Handler) mayClick(name, channel string) error {
 	p := h.opts.Policy
 	if p == nil {
@@ -168,15 +174,15 @@ func (h *Handler) mayClick(name, channel string) error {
 	if err := p.DecidesVia(name, channel); err != nil {
 		return err
 	}
-	pub, ok := p.ViaKey()
-	key := h.linkKey()
+	pub, ok := p.ViaPublicKey()
+	key := h.opts.ViaKey
 	if !ok || key == nil || !pub.Equal(key.Public()) {
-		return errors.New("the policy's link_key is not this listener's link key (notify's link_key_file), so the run would refuse a decision signed with it: sign the decision with your key")
+		return errors.New("the policy's via_key is not this listener's --via-key, so the run would refuse a decision signed with it: sign the decision with your key")
 	}
 	return nil
 }
 
-// lifetime is how long a decision signed with the link key is valid.
+// lifetime is how long a decision signed with the via key is valid.
 func (h *Handler) lifetime() time.Duration {
 	d := LinkDecisionLifetime
 	if h.opts.Policy != nil {

@@ -119,6 +119,8 @@ type fixture struct {
 	slackSrv *httptest.Server
 	linkPub  ed25519.PublicKey
 	linkKey  ed25519.PrivateKey
+	viaPub   ed25519.PublicKey // signs decisions by link (Options.ViaKey): the policy's via_key
+	viaKey   ed25519.PrivateKey
 	keys     map[string]ed25519.PrivateKey
 	now      time.Time
 	it       workflows.Interrupt
@@ -139,6 +141,9 @@ func newFixture(t *testing.T, underPolicy bool, edit ...func(*Options)) *fixture
 	if x.linkPub, x.linkKey, err = signed.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
+	if x.viaPub, x.viaKey, err = signed.GenerateKey(); err != nil {
+		t.Fatal(err)
+	}
 	x.slackSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		p := posted{Path: r.URL.Path, Raw: string(b)}
@@ -157,7 +162,7 @@ func newFixture(t *testing.T, underPolicy bool, edit ...func(*Options)) *fixture
 		Reason: "needs confirmation", RequestedAt: x.now.Add(-time.Minute).Add(123456789), ExpiresAt: x.now.Add(time.Hour)}
 	x.f = &fake{states: map[string]workflows.State{"run-1": {Status: workflows.StatusWaitingForApproval,
 		Interrupts: []workflows.Interrupt{x.it}, Policy: underPolicy}}}
-	x.pol = &policy.Policy{Approvers: map[string]policy.Approver{}, LinkKey: signed.FormatPublicKey(x.linkPub)}
+	x.pol = &policy.Policy{Approvers: map[string]policy.Approver{}, ViaKey: signed.FormatPublicKey(x.viaPub)}
 	for _, a := range []struct {
 		name, slack string
 		via         []string
@@ -172,7 +177,7 @@ func newFixture(t *testing.T, underPolicy bool, edit ...func(*Options)) *fixture
 	nc := &notify.Config{Targets: []notify.Target{{Name: "slack", Slack: "https://hooks.slack.com/services/T0/B0/x",
 		SigningSecret: slackSecret, ResponseURLPrefix: x.slackSrv.URL + "/hooks/"}}}
 	nc.SetLinkKey(x.linkKey)
-	opts := Options{Notify: nc, Now: func() time.Time { return x.now }}
+	opts := Options{Notify: nc, ViaKey: x.viaKey, Now: func() time.Time { return x.now }}
 	if underPolicy {
 		opts.Policy = x.pol
 	}

@@ -99,7 +99,7 @@ func (h *Handler) lookup(ctx context.Context, token string) (found, *refusal) {
 	return h.find(ctx, token, l)
 }
 
-// signVia signs approver's decision on f's call with the link key, as made
+// signVia signs approver's decision on f's call with the via key, as made
 // through channel: the claims client's signDecision fills (kind and asked
 // from the interrupt), and via.
 func (h *Handler) signVia(f found, approver, channel string, approve bool, text string) (string, error) {
@@ -112,7 +112,7 @@ func (h *Handler) signVia(f found, approver, channel string, approve bool, text 
 	} else {
 		c.Reason = text
 	}
-	tok, err := signed.Sign(h.linkKey(), c)
+	tok, err := signed.Sign(h.opts.ViaKey, c)
 	if err != nil {
 		return "", fmt.Errorf("signing %s's decision by link: %w", approver, err)
 	}

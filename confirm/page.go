@@ -64,7 +64,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 	case modeLink:
 		c.Who = fmt.Sprintf("You decide as %s: this link was sent to them by %s.", marked(f.link.Recipient), f.link.Channel)
 	case modeVia:
-		c.Who = fmt.Sprintf("You decide as %s via %s: this listener signs the decision with the deployment's link key.", marked(f.link.Recipient), f.link.Channel)
+		c.Who = fmt.Sprintf("You decide as %s via %s: this listener signs the decision with its via key.", marked(f.link.Recipient), f.link.Channel)
 	default:
 		c.Who = fmt.Sprintf("This run is under an approval policy, and a decision by this link alone does not count (%s). "+
 			"Sign it with your own key: choose your key file (NAME.key from toolgate keys new NAME); it is read in this page and never sent.", marked(why.Error()))
@@ -83,7 +83,7 @@ type mode int
 
 const (
 	modeLink mode = iota // no policy: the link's recipient, through its channel
-	modeVia              // under a policy, signed with the link key: the recipient's via names the channel
+	modeVia              // under a policy, signed with the via key: the recipient's via names the channel
 	modeSign             // under a policy, signed in the page with the approver's own key
 )
 

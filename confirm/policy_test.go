@@ -33,7 +33,7 @@ func TestPolicyViaEmailSignsWithTheLinkKey(t *testing.T) {
 	in := acted[0].In
 	assert.Equal(t, workflows.DecisionInput{CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Kind: workflows.KindGate, Via: "email", Token: in.Token}, in,
 		"approver and reason come from the token")
-	c, err := signed.Verify(in.Token, x.linkPub)
+	c, err := signed.Verify(in.Token, x.viaPub)
 	require.NoError(t, err, "the link key's public key verifies the decision")
 	now := x.now.Unix()
 	assert.Equal(t, signed.Claims{Approver: "alice", WorkflowID: "run-1", Action: signed.ActionReject, CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
@@ -54,16 +54,25 @@ func TestPolicyViaEmailSignsWithTheLinkKey(t *testing.T) {
 	assert.Contains(t, unesc(body), "bob may not decide through email")
 }
 
-// A policy whose link_key is not the handler's link key: no decision is
-// signed with it (the run would refuse it); the page asks for a signature.
-func TestPolicyWithAnotherLinkKeyAsksForASignature(t *testing.T) {
+// A policy whose via_key is not the handler's via key — another key, or
+// the link key the workers sign links with — and a handler with no via key:
+// no decision is signed (the run would refuse it); the page asks for a
+// signature.
+func TestPolicyWithAnotherViaKeyAsksForASignature(t *testing.T) {
 	x := newFixture(t, true)
 	pub, _, _ := signed.GenerateKey()
-	x.pol.LinkKey = signed.FormatPublicKey(pub)
-	status, body := x.post(url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
+	for _, key := range []string{signed.FormatPublicKey(pub), signed.FormatPublicKey(x.linkPub)} {
+		x.pol.ViaKey = key
+		status, body := x.post(url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
+		assert.Equal(t, http.StatusForbidden, status, body)
+		assert.Contains(t, unesc(body), "not this listener's --via-key")
+	}
+	y := newFixture(t, true, func(o *Options) { o.ViaKey = nil })
+	status, body := y.post(url.Values{"t": {y.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
 	assert.Equal(t, http.StatusForbidden, status, body)
-	assert.Contains(t, unesc(body), "not this listener's link key")
-	x.mustNotDecide("another link key")
+	assert.Contains(t, unesc(body), "not this listener's --via-key")
+	x.mustNotDecide("another via key")
+	y.mustNotDecide("no via key")
 }
 
 // Under a policy, an approver without via signs in the page: the GET page

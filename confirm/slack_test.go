@@ -172,7 +172,7 @@ func TestSlackUnderPolicy(t *testing.T) {
 	require.Len(t, acted, 1)
 	in := acted[0].In
 	assert.Equal(t, workflows.DecisionInput{CallID: "c-3", ArgsDigest: x.it.ArgsDigest, Kind: workflows.KindGate, Via: "slack", Token: in.Token}, in)
-	c, err := signed.Verify(in.Token, x.linkPub)
+	c, err := signed.Verify(in.Token, x.viaPub)
 	require.NoError(t, err)
 	assert.Equal(t, "alice", c.Approver)
 	assert.Equal(t, "slack", c.Via)

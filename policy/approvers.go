@@ -105,26 +105,27 @@ const (
 
 // DecidesVia says why name may not decide by a click that came through
 // channel, or returns nil when they may: they are an approver whose via
-// names it, and the policy has a link_key.
+// names it, and the policy has a via_key.
 func (p *Policy) DecidesVia(name, channel string) error {
 	a, ok := p.Approvers[name]
 	switch {
 	case !ok:
 		return fmt.Errorf("%q is not an approver of this worker's policy", name)
-	case p.LinkKey == "":
-		return errors.New("this worker's policy has no link_key, so no decision by link counts: sign it with your key")
+	case p.ViaKey == "":
+		return errors.New("this worker's policy has no via_key, so no decision by link counts: sign it with your key")
 	case !slices.Contains(a.Via, channel):
 		return fmt.Errorf("%s may not decide through %s (their via is %v): sign the decision with your key", name, channel, a.Via)
 	}
 	return nil
 }
 
-// ViaKey is the link signer's public key (link_key); false if none.
-func (p *Policy) ViaKey() (ed25519.PublicKey, bool) {
-	if p.LinkKey == "" {
+// ViaPublicKey is the public key that signs decisions by link (via_key);
+// false if none.
+func (p *Policy) ViaPublicKey() (ed25519.PublicKey, bool) {
+	if p.ViaKey == "" {
 		return nil, false
 	}
-	pub, err := signed.ParsePublicKey(p.LinkKey)
+	pub, err := signed.ParsePublicKey(p.ViaKey)
 	return pub, err == nil
 }
 

@@ -79,9 +79,9 @@ func TestOperator(t *testing.T) {
 }
 
 // An approver decides by link only through a channel their via names, with
-// its address, under a policy with a link_key; Validate says what is missing.
+// its address, under a policy with a via_key; Validate says what is missing.
 func TestDecidingByLink(t *testing.T) {
-	text := "link_key: \"" + testKey(9) + "\"\napprovers:\n" +
+	text := "via_key: \"" + testKey(9) + "\"\napprovers:\n" +
 		"  alice: {key: \"" + testKey(1) + "\", slack: U0ALICE, email: alice@example.com, via: [slack, email]}\n" +
 		"  bob:   {key: \"" + testKey(2) + "\", email: bob@example.com}\n"
 	p, err := Parse([]byte(text))
@@ -95,21 +95,21 @@ func TestDecidingByLink(t *testing.T) {
 	assert.Equal(t, "alice", name)
 	_, ok = p.BySlack("")
 	assert.False(t, ok, "an empty id is nobody's")
-	key, ok := p.ViaKey()
+	key, ok := p.ViaPublicKey()
 	require.True(t, ok)
 	assert.Equal(t, testKey(9), signed.FormatPublicKey(key))
 	c := p.clone()
-	assert.Equal(t, p.LinkKey, c.LinkKey, "a compiled policy keeps the link key")
+	assert.Equal(t, p.ViaKey, c.ViaKey, "a compiled policy keeps the via key")
 	assert.Equal(t, p.Approvers["alice"].Via, c.Approvers["alice"].Via)
 
 	for want, text := range map[string]string{
-		"deciding by link needs the policy's link_key": "approvers:\n  alice: {key: \"" + testKey(1) + "\", email: a@example.com, via: [email]}\n",
-		"slack needs the approver's Slack user id":     "link_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [slack]}\n",
-		"email needs the approver's address":           "link_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [email]}\n",
-		`"sms": want slack or email`:                   "link_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [sms]}\n",
-		"is not a Slack user id":                       "approvers:\n  alice: {key: \"" + testKey(1) + "\", slack: \"<@here>\"}\n",
-		"want a bare address":                          "approvers:\n  alice: {key: \"" + testKey(1) + "\", email: \"Alice <a@example.com>\"}\n",
-		"the link signer needs a key of its own":       "link_key: \"" + testKey(1) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\"}\n",
+		"deciding by link needs the policy's via_key": "approvers:\n  alice: {key: \"" + testKey(1) + "\", email: a@example.com, via: [email]}\n",
+		"slack needs the approver's Slack user id":    "via_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [slack]}\n",
+		"email needs the approver's address":          "via_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [email]}\n",
+		`"sms": want slack or email`:                  "via_key: \"" + testKey(9) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\", via: [sms]}\n",
+		"is not a Slack user id":                      "approvers:\n  alice: {key: \"" + testKey(1) + "\", slack: \"<@here>\"}\n",
+		"want a bare address":                         "approvers:\n  alice: {key: \"" + testKey(1) + "\", email: \"Alice <a@example.com>\"}\n",
+		"needs a key of its own":                      "via_key: \"" + testKey(1) + "\"\napprovers:\n  alice: {key: \"" + testKey(1) + "\"}\n",
 	} {
 		_, err := Parse([]byte(text))
 		assert.ErrorContains(t, err, want)

@@ -306,7 +306,7 @@ func (a Approvers) clone() Approvers {
 // clone is a deep copy of the policy.
 func (p *Policy) clone() *Policy {
 	c := &Policy{Approvers: make(map[string]Approver, len(p.Approvers)),
-		RequireSignedStart: p.RequireSignedStart, MaxTokenLifetime: p.MaxTokenLifetime, Operators: slices.Clone(p.Operators), LinkKey: p.LinkKey}
+		RequireSignedStart: p.RequireSignedStart, MaxTokenLifetime: p.MaxTokenLifetime, Operators: slices.Clone(p.Operators), ViaKey: p.ViaKey}
 	//workflowcheck:ignore (copies into another map: order does not matter)
 	for name, a := range p.Approvers {
 		a.Roles, a.Via = slices.Clone(a.Roles), slices.Clone(a.Via)

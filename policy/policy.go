@@ -57,7 +57,7 @@ type Approver struct {
 	Email string `json:"email,omitempty" yaml:"email"`
 	// Via are the channels ("slack", "email") through which this approver
 	// may decide by a click, with no signature of their own: the decision is
-	// then signed by the policy's link_key and recorded as made through that
+	// then signed by the policy's via_key and recorded as made through that
 	// channel. None: every decision of theirs is signed with their key.
 	Via []string `json:"via,omitempty" yaml:"via"`
 }
@@ -76,9 +76,9 @@ type Policy struct {
 	// (toolgate rewind, toolgate fork), each a signed act. None: under this
 	// policy nobody may.
 	Operators []string `json:"operators,omitempty" yaml:"operators"`
-	// LinkKey ("ed25519:…") is the public key of the link signer: the inbox
-	// listener that sends notifications' links and takes their clicks
-	// (--notify's link_key_file). A decision it signs counts as its
-	// approver's only if their via names the channel it came through.
-	LinkKey string `json:"link_key,omitempty" yaml:"link_key"`
+	// ViaKey ("ed25519:…") is the public key that signs decisions by link:
+	// the key of the inbox listener that takes notifications' clicks
+	// (its --via-key file), never a worker's. A decision it signs counts as
+	// its approver's only if their via names the channel it came through.
+	ViaKey string `json:"via_key,omitempty" yaml:"via_key"`
 }

@@ -61,11 +61,11 @@ func (p *Policy) Validate() error {
 		checkRoles(place+".roles", a.Roles, fail)
 		p.checkReach(place, a, fail)
 	}
-	if p.LinkKey != "" {
-		if pub, err := signed.ParsePublicKey(p.LinkKey); err != nil {
-			fail("link_key", "%v", err)
+	if p.ViaKey != "" {
+		if pub, err := signed.ParsePublicKey(p.ViaKey); err != nil {
+			fail("via_key", "%v", err)
 		} else if other, dup := keyOwner[string(pub)]; dup {
-			fail("link_key", "the same key as approver %s; the link signer needs a key of its own (toolgate keys new link)", other)
+			fail("via_key", "the same key as approver %s; the listener that signs decisions by link needs a key of its own (toolgate keys new via)", other)
 		}
 	}
 
@@ -219,7 +219,7 @@ func quoteAll(s []string) []string {
 
 // checkReach checks where an approver is reached (slack, email) and the
 // channels they may decide through (via): each needs its address, and any
-// needs the policy's link_key, which signs those decisions.
+// needs the policy's via_key, which signs those decisions.
 func (p *Policy) checkReach(place string, a Approver, fail func(place, format string, a ...any)) {
 	if a.Slack != "" && !slackIDRE.MatchString(a.Slack) {
 		fail(place+".slack", "%q is not a Slack user id (U or W and 2-20 capitals and digits)", a.Slack)
@@ -238,8 +238,8 @@ func (p *Policy) checkReach(place string, a Approver, fail func(place, format st
 			fail(at, "slack needs the approver's Slack user id (slack: U…)")
 		case ch == ViaEmail && a.Email == "":
 			fail(at, "email needs the approver's address (email: …)")
-		case p.LinkKey == "":
-			fail(at, "deciding by link needs the policy's link_key: the public key of the link signer (--notify's link_key_file), which signs those decisions")
+		case p.ViaKey == "":
+			fail(at, "deciding by link needs the policy's via_key: the public key of the inbox listener's --via-key, which signs those decisions")
 		}
 	}
 }

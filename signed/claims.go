@@ -72,7 +72,7 @@ type Claims struct {
 	Preview string `json:"preview,omitempty"`
 	// Via (approve, reject; and every link token) is the channel a decision
 	// came through — "slack" or "email" — when it is signed not by the
-	// approver's key but by the policy's link_key, which the inbox listener
+	// approver's key but by the policy's via_key, which the inbox listener
 	// that took the click holds (package confirm). The policy must let the
 	// approver decide that way (via).
 	Via      string `json:"via,omitempty"`

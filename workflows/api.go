@@ -207,7 +207,7 @@ type DecisionInput struct {
 	// Via (rules version 8) is the channel the decision came through when a
 	// human clicked a notification ("slack", "email"; package confirm sets
 	// it): the trace records it. Under a policy it is the token's (a
-	// decision by link is signed by the policy's link_key).
+	// decision by link is signed by the policy's via_key).
 	Via string `json:"via,omitempty"`
 	// Note (approve) is kept in the trace.
 	Note string `json:"note,omitempty"`

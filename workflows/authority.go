@@ -123,7 +123,7 @@ func (r *run) verifyToken(token string) (signed.Claims, error) {
 		if key, err = r.viaKey(c); err != nil {
 			return c, err
 		}
-		signer = "the policy's link_key"
+		signer = "the policy's via_key"
 	}
 	if _, err := signed.Verify(token, key); err != nil {
 		return c, refusal(RefusedUnauthorized, "bad signature: the token is not signed by %s (%s)", signer, clip(err.Error(), 200))
@@ -135,7 +135,7 @@ func (r *run) verifyToken(token string) (signed.Claims, error) {
 }
 
 // viaKey is the key a decision by link (c.Via) must be signed with — the
-// policy's link_key — if the policy lets c's approver decide that way.
+// policy's via_key — if the policy lets c's approver decide that way.
 func (r *run) viaKey(c signed.Claims) (ed25519.PublicKey, error) {
 	if r.version < versionNotify {
 		return nil, refusal(RefusedUnauthorized, "%s's token comes by link (via %s): this run started under rules older than decisions by link", c.Approver, clip(c.Via, 32))
@@ -154,9 +154,9 @@ func (r *run) viaKey(c signed.Claims) (ed25519.PublicKey, error) {
 	if err := pol.DecidesVia(c.Approver, c.Via); err != nil {
 		return nil, refusal(RefusedUnauthorized, "decision by link refused: %s", clip(err.Error(), 300))
 	}
-	key, ok := pol.ViaKey()
+	key, ok := pol.ViaPublicKey()
 	if !ok {
-		return nil, refusal(RefusedUnauthorized, "decision by link refused: the policy's link_key does not parse")
+		return nil, refusal(RefusedUnauthorized, "decision by link refused: the policy's via_key does not parse")
 	}
 	return key, nil
 }

@@ -157,14 +157,14 @@ func TestExpiredFailedAndBlockedAreTold(t *testing.T) {
 	require.Equal(t, "close_ticket", n2.got[0].Tool)
 }
 
-// linkPolicy lets alice decide by Slack and by e-mail, not bob; the link
-// signer's key is the policy's link_key.
+// linkPolicy lets alice decide by Slack and by e-mail, not bob; the
+// listener's via key is the policy's via_key.
 func linkPolicy(t *testing.T, s *signers) (ed25519.PrivateKey, *policy.Policy) {
 	pub, priv, err := signed.GenerateKey()
 	require.NoError(t, err)
 	pubOf := func(name string) string { return signed.FormatPublicKey(s.keys[name].Public().(ed25519.PublicKey)) }
 	text := fmt.Sprintf(`
-link_key: "%s"
+via_key: "%s"
 approvers:
   alice: {key: "%s", roles: [support], slack: U0ALICE, email: alice@example.com, via: [slack, email]}
   bob:   {key: "%s", roles: [support], email: bob@example.com}
@@ -241,7 +241,7 @@ func TestDecisionsByLink(t *testing.T) {
 		"a link is no decision":         `signs "link": a decision by link may only approve or reject`,
 		"the link key cannot respond":   `signs "respond"`,
 		"the link key cannot edit":      "edits, answers or grants",
-		"alice's own key with a via":    "not signed by the policy's link_key",
+		"alice's own key with a via":    "not signed by the policy's via_key",
 		"a via the token does not sign": `via "slack" is not the one alice's token signs`,
 	} {
 		require.ErrorContains(t, cases[name].err, want, name)

@@ -124,7 +124,7 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 			}
 			check := "verified"
 			if e.Channel != "" {
-				check = "verified: by link (" + e.Channel + "), signed with the policy's link_key"
+				check = "verified: by link (" + e.Channel + "), signed with the policy's via_key"
 			}
 			if !e.Verified {
 				check = "NOT VERIFIED: " + e.Problem

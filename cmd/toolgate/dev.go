@@ -25,6 +25,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	httpAPI := fs.Bool("http-api", false, "also serve the frontend's HTTP API on a free port of --address's IP: unauthenticated, so any local process and any web page in your browser can start and signal runs through it")
 	inboxAddr := fs.String("inbox-address", "", "serve the approvals inbox at this host:port (empty: none; non-loopback needs --inbox-tls-cert/--inbox-tls-key or --inbox-insecure)")
 	ibf := addInboxFlags(fs, "inbox-", "inbox-")
+	viaKeyFile := fs.String("via-key", "", "with --notify, --policy and --inbox-address: the key (toolgate keys new via) that signs decisions by link for approvers whose via allows it; the policy's via_key is its public key")
 	keyFile := fs.String("encryption-key-file", "", "encrypt the payloads of this process's worker and client with this key file (toolgate keys encryption FILE); with --ui-address, a codec server on loopback lets the UI show them")
 	tlsCert := fs.String("tls-cert", "", "serve --address with TLS only: the server's certificate (PEM; `toolgate keys tls DIR` makes one); with --tls-key")
 	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
@@ -69,11 +70,17 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		defer codec.close()
 		srvOpts.UICodecEndpoint = codec.srv.URL
 	}
+	if *viaKeyFile != "" && (wo.notify == nil || *inboxAddr == "") {
+		return errors.New("--via-key goes with --notify and --inbox-address: it signs the decisions made by link on the inbox's listener")
+	}
 	s, err := c.up(ctx, srvOpts, connect.Settings{EncryptionKeyFile: *keyFile}, wp, tel.handler())
 	if err != nil {
 		return err
 	}
 	defer s.stop()
+	if s.viaKey, err = loadViaKey(*viaKeyFile, wo.notify, wo.policy); err != nil {
+		return err
+	}
 	if u := s.server.UIAddress(); u != "" {
 		fmt.Fprintf(c.stdout, "Temporal UI at http://%s\n", u)
 		if codec != nil {

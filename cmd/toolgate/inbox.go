@@ -158,6 +158,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 	timeout := queryTimeoutFlag(fs)
 	notifyFile := fs.String("notify", "", "the workers' notify file: serve its links' confirm page (/confirm) and Slack's interactivity endpoint (/slack/interactions) too")
 	policyFile := fs.String("policy", "", "with --notify: the workers' policy, to know who a Slack user or a link's recipient is and whether they may decide by link")
+	viaKey := fs.String("via-key", "", "with --notify and --policy: the key (toolgate keys new via) that signs decisions by link for approvers whose via allows it; the policy's via_key is its public key. Never give it to a worker")
 	only := fs.Bool("replies-only", false, "with --notify: serve only the confirm page and the Slack endpoint, not the inbox (for the listener at link_base, which mail recipients and Slack reach)")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -170,7 +171,7 @@ func (c *cli) inboxCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	rp, err := loadReplies(*notifyFile, *policyFile, *only, c.stderr)
+	rp, err := loadReplies(*notifyFile, *policyFile, *viaKey, *only, c.stderr)
 	if err != nil {
 		return err
 	}

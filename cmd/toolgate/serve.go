@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -59,6 +60,7 @@ type stack struct {
 	// inbox's listener answers links and Slack clicks with.
 	notify *notify.Config
 	pol    *policy.Policy
+	viaKey ed25519.PrivateKey // dev's --via-key
 }
 
 // replies is what the stack's inbox listener answers notifications with
@@ -67,7 +69,7 @@ func (s *stack) replies() *replies {
 	if s.notify == nil {
 		return nil
 	}
-	return &replies{notify: s.notify, policy: s.pol}
+	return &replies{notify: s.notify, policy: s.pol, viaKey: s.viaKey}
 }
 
 func (s *stack) stop() {

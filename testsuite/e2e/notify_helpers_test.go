@@ -95,7 +95,8 @@ type notifyRig struct {
 	door    *httptest.Server
 	cfg     *notify.Config
 	linkKey ed25519.PrivateKey
-	keyFile string // linkKey's file
+	keyFile string             // linkKey's file
+	viaKey  ed25519.PrivateKey // the listener's: signs decisions by link
 	handler http.Handler
 	cf      *confirm.Handler
 }
@@ -120,6 +121,9 @@ func newNotifyRig(t *testing.T, extra string) *notifyRig {
 		t.Fatal(err)
 	}
 	r.linkKey, r.keyFile = priv, filepath.Join(t.TempDir(), "link.key")
+	if _, r.viaKey, err = signed.GenerateKey(); err != nil {
+		t.Fatal(err)
+	}
 	if err := signed.WritePrivateKey(r.keyFile, priv); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +157,7 @@ func (r *notifyRig) parse(text string) *notify.Config {
 func (r *notifyRig) serve(s *stack, pol *policy.Policy) *inWorker {
 	r.t.Helper()
 	w := s.startWorkerWith(func(o *worker.Options) { o.Notify, o.Policy = notify.NewSender(r.cfg), pol })
-	r.cf = confirm.New(s.tg, confirm.Options{Notify: r.cfg, Policy: pol})
+	r.cf = confirm.New(s.tg, confirm.Options{Notify: r.cfg, Policy: pol, ViaKey: r.viaKey})
 	r.handler = r.cf
 	return w
 }

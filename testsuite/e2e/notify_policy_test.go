@@ -19,10 +19,10 @@ import (
 )
 
 // linkPolicyYAML: closing a ticket takes two of support. Alice may decide
-// by Slack and by e-mail, bob by neither; the link signer's key is the
-// rig's.
+// by Slack and by e-mail, bob by neither; the via key is the rig's
+// listener's (not the link key its worker signs links with).
 const linkPolicyYAML = `
-link_key: "%s"
+via_key: "%s"
 approvers:
   alice: {key: "%s", roles: [support], slack: U0ALICE, email: alice@example.com, via: [slack, email]}
   bob:   {key: "%s", roles: [support], email: bob@example.com}
@@ -41,7 +41,7 @@ func TestDecidingByLinkUnderAPolicy(t *testing.T) {
 	r := newNotifyRig(t, "events: [waiting]")
 	keys := map[string]ed25519.PrivateKey{}
 	var pubs []any
-	pubs = append(pubs, signed.FormatPublicKey(r.linkKey.Public().(ed25519.PublicKey)))
+	pubs = append(pubs, signed.FormatPublicKey(r.viaKey.Public().(ed25519.PublicKey)))
 	for _, name := range []string{"alice", "bob"} {
 		pub, priv, err := signed.GenerateKey()
 		if err != nil {

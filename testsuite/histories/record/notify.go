@@ -19,10 +19,10 @@ import (
 )
 
 // The notified flow (rules version 8) runs under fixturePolicy with a
-// link_key and alice reached by e-mail, who may decide through it (via):
-// the worker notifies two webhooks — ops, a receiver here that answers 200,
-// and down, one that answers 500 — and alice approves c-2 by link, her
-// decision signed with the link key as the confirm page signs it.
+// via_key and alice reached by e-mail, who may decide through it (via): the
+// worker notifies two webhooks — ops, a receiver here that answers 200, and
+// down, one that answers 500 — and alice approves c-2 by link, her decision
+// signed with the listener's via key as the confirm page signs it.
 
 // notifyFlow is the notified flow.
 func notifyFlow() flow {
@@ -55,19 +55,24 @@ func notifyFlow() flow {
 	}
 }
 
-// linkSigner is the key name the link signer's private key has in signers.keys.
-const linkSigner = "link-signer"
+// linkSigner is the key name the via key (the listener's, which signs
+// decisions by link) has in signers.keys.
+const linkSigner = "via-signer"
 
-// notifyWorker sets up the notified flow's worker: the link key in s and
-// s's policy, the two receivers (stopped by the returned func), and the
-// notifier over them.
+// notifyWorker sets up the notified flow's worker: the via key in s and s's
+// policy, the two receivers (stopped by the returned func), and the
+// notifier over them, with a link key of its own.
 func notifyWorker(dir string, s *signers, opts *worker.Options) (func(), error) {
-	pub, priv, err := signed.GenerateKey()
+	viaPub, viaPriv, err := signed.GenerateKey()
 	if err != nil {
 		return nil, err
 	}
-	s.keys[linkSigner] = priv
-	s.policy.LinkKey = signed.FormatPublicKey(pub)
+	s.keys[linkSigner] = viaPriv
+	s.policy.ViaKey = signed.FormatPublicKey(viaPub)
+	_, priv, err := signed.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
 	alice := s.policy.Approvers["alice"]
 	alice.Email, alice.Via = "alice@example.com", []string{policy.ViaEmail}
 	s.policy.Approvers["alice"] = alice
