@@ -1,11 +1,16 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/notify"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/signed"
 )
 
 // The inbox's listener hands the confirm page and the Slack endpoint to
@@ -45,5 +50,55 @@ func TestRepliesBesideOrInsteadOfTheInbox(t *testing.T) {
 	}
 	if h := (*replies)(nil).around(inbox, nil, nil); status(h, http.MethodGet, "/confirm") != http.StatusTeapot {
 		t.Error("without --notify the inbox serves every path")
+	}
+}
+
+// The via key is the listener's own: the link key the workers hold, or a
+// key the policy does not name as its via_key, is refused, saying why.
+func TestViaKeyIsTheListenersOwn(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) (string, ed25519.PrivateKey) {
+		_, priv, err := signed.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := signed.WritePrivateKey(path, priv); err != nil {
+			t.Fatal(err)
+		}
+		return path, priv
+	}
+	linkFile, link := write("link.key")
+	viaFile, via := write("via.key")
+	pub := func(k ed25519.PrivateKey) string { return signed.FormatPublicKey(k.Public().(ed25519.PublicKey)) }
+	cfg, err := notify.Parse([]byte(`targets: [{name: ops, webhook: "https://h.example/x", secret: s}]`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SetLinkKey(link)
+	pol := func(viaKey string) *policy.Policy {
+		_, a, _ := signed.GenerateKey()
+		p, err := policy.Parse([]byte("via_key: \"" + viaKey + "\"\napprovers:\n  alice: {key: \"" + pub(a) + "\", email: a@example.com, via: [email]}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if k, err := loadViaKey(viaFile, cfg, pol(pub(via))); err != nil || !k.Equal(via) {
+		t.Fatalf("the policy's via key: %v", err)
+	}
+	for what, c := range map[string]struct {
+		file string
+		pol  *policy.Policy
+		want string
+	}{
+		"the link key":   {linkFile, pol(pub(link)), "--via-key is notify's link key"},
+		"another key":    {viaFile, pol(pub(link)), "--via-key is not the policy's via_key"},
+		"no policy":      {viaFile, nil, "--via-key goes with --policy"},
+		"not a key file": {filepath.Join(dir, "none.key"), pol(pub(via)), "--via-key:"},
+	} {
+		if _, err := loadViaKey(c.file, cfg, c.pol); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", what, err, c.want)
+		}
 	}
 }
