@@ -136,12 +136,7 @@ func Paths() []string {
 
 // ServeHTTP sets the security headers, refuses unknown hosts, and routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", CSP)
-	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("X-Frame-Options", "DENY")
+	webguard.PageHeaders(w.Header(), CSP)
 	if !webguard.IPOrNamed(h.opts.Hosts, r.Host) {
 		http.Error(w, "unknown host "+quote(r.Host)+": start the listener with this host allowed", http.StatusMisdirectedRequest)
 		return

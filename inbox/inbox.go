@@ -126,12 +126,7 @@ func New(b Backend, opts Options) *Handler {
 
 // ServeHTTP sets the security headers, refuses unknown hosts, and routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", CSP)
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("Cache-Control", "no-store")
+	webguard.PageHeaders(w.Header(), CSP)
 	if !webguard.IPOrNamed(h.opts.Hosts, r.Host) {
 		writeError(w, http.StatusMisdirectedRequest, "unknown host %q: start the inbox with this host allowed", r.Host)
 		return

@@ -10,6 +10,8 @@ package aguipage
 import (
 	"embed"
 	"net/http"
+
+	"github.com/toolgate/toolgate/internal/webguard"
 )
 
 //go:embed index.html app.js style.css
@@ -31,11 +33,7 @@ var pages = map[string]struct{ file, contentType string }{
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
+		webguard.PageHeaders(h, CSP)
 		p, ok := pages[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)

@@ -46,6 +46,17 @@ func HostAllowed(allowed []string, got string) bool {
 	return false
 }
 
+// PageHeaders sets the headers every response of a door's pages carries:
+// the page's Content-Security-Policy, no MIME sniffing, no framing, no
+// Referer (a link's token may be in the URL), and no caching.
+func PageHeaders(h http.Header, csp string) {
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+}
+
 // IPOrNamed says whether Host value got is an IP literal, localhost, or a
 // host of names (any port): the rule of the doors a browser may reach by
 // the listener's address (the inbox, the links' confirm page), which

@@ -271,6 +271,12 @@ func get(t *testing.T, u string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
 	req.Header.Set("User-Agent", "Mozilla/5.0 (compatible; SafeLinksScanner/1.0)")
+	return do(t, req)
+}
+
+// do sends req and returns the status and body.
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -295,13 +301,7 @@ func postConfirm(t *testing.T, base, token, decision string, reason ...string) (
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return do(t, req)
 }
 
 // tokenOf is the link token in a confirm link.
