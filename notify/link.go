@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 // ActionLink is the action of a link token: it names a call a human is asked
@@ -23,7 +24,7 @@ const (
 	// ViaWebhook: a webhook's link, whose Recipient is the target's name.
 	// It names no person, so under a policy it never decides without a
 	// signature.
-	ViaWebhook = "webhook"
+	ViaWebhook = workflows.ViaWebhook
 )
 
 // MaxLinkLifetime bounds a link token's life whatever the call's expiry.

@@ -29,6 +29,16 @@ func GenerateKey() (ed25519.PublicKey, ed25519.PrivateKey, error) {
 	return pub, priv, nil
 }
 
+// EncodePrivateKey is priv as a key file holds it: a PEM "PRIVATE KEY"
+// (PKCS#8) block, which ReadPrivateKey reads and the inbox's page loads.
+func EncodePrivateKey(priv ed25519.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der}), nil
+}
+
 // WritePrivateKey writes priv as a PEM "PRIVATE KEY" (PKCS#8) block to path,
 // mode 0600. It creates the file exclusively: it never overwrites an existing
 // file. It creates path's directory, mode 0700, if missing.
@@ -36,7 +46,7 @@ func WritePrivateKey(path string, priv ed25519.PrivateKey) (err error) {
 	if len(priv) != ed25519.PrivateKeySize {
 		return fmt.Errorf("write key %s: private key of %d bytes, want %d", path, len(priv), ed25519.PrivateKeySize)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	block, err := EncodePrivateKey(priv)
 	if err != nil {
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
@@ -64,7 +74,7 @@ func WritePrivateKey(path string, priv ed25519.PrivateKey) (err error) {
 			return fmt.Errorf("write key: %w", err)
 		}
 	}
-	if err := pem.Encode(f, &pem.Block{Type: pemType, Bytes: der}); err != nil {
+	if _, err := f.Write(block); err != nil {
 		return fmt.Errorf("write key: %w", err)
 	}
 	return nil

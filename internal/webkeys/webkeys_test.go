@@ -1,9 +1,7 @@
 package webkeys
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -44,11 +42,11 @@ func TestScriptSignsWhatGoVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	keyPEM, err := signed.EncodePrivateKey(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	pemText, _ := json.Marshal(string(keyPEM))
 	args := `{"b":[1,2.50,1e3],"a":"é","n":9007199254740993}`
 	script := `globalThis.window = globalThis;
 require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -58,11 +56,11 @@ func TestInboxSignsUnderAPolicyInChromium(t *testing.T) {
 	browse(t, ctx, "approve without a key", chromedp.Click(chromedp.CSS(card(id)+" .approve")))
 	await(t, ctx, "the page asks for a key", `document.querySelector('`+card(id)+` .msg').textContent.includes('load your signing key')`)
 
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	keyPEM, err := signed.EncodePrivateKey(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	pemText, _ := json.Marshal(string(keyPEM))
 	loadKey := func() { // the page keeps the key in memory only: once per page load
 		eval(t, ctx, "paste the key", `document.getElementById('name').value = 'alice'; document.getElementById('pem').value = `+string(pemText))
 		browse(t, ctx, "load the key", chromedp.Click(chromedp.CSS("#keybox summary")), chromedp.Click(chromedp.CSS("#loadkey")))

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -71,11 +69,11 @@ func TestInboxRewindsAndForksInChromium(t *testing.T) {
 	s.awaitStatus(id, workflows.StatusCompleted, 0, waitTimeout)
 
 	browse(t, ctx, "open the inbox", chromedp.Navigate(srv.URL))
-	der, err := x509.MarshalPKCS8PrivateKey(olgaPriv)
+	keyPEM, err := signed.EncodePrivateKey(olgaPriv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	pemText, _ := json.Marshal(string(keyPEM))
 	eval(t, ctx, "paste olga's key", `document.getElementById('name').value = 'olga'; document.getElementById('pem').value = `+string(pemText))
 	browse(t, ctx, "load the key", chromedp.Click(chromedp.CSS("#keybox summary")), chromedp.Click(chromedp.CSS("#loadkey")))
 	await(t, ctx, "signing as olga", `document.getElementById('keystate').textContent.includes('Signing as olga')`)

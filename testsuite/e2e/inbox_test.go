@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -156,11 +154,11 @@ func checkBrowserSigning(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	keyPEM, err := signed.EncodePrivateKey(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pemText, _ := json.Marshal(string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	pemText, _ := json.Marshal(string(keyPEM))
 	// Numbers a double cannot hold (2^53+1, 1e400) are digested exactly, from the text.
 	args := `{"z":[1,2.5,1e3,"é\u2028"],"a":{"y":true,"b":null},"amount_cents":9007199254740993,"e":-1.50E-7,"f":1e400}`
 	want, err := tool.Digest("refund", json.RawMessage(args))
