@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,13 +99,20 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		return Rewound{}, err
 	}
 	if p.Digest != expect {
-		return Rewound{Preview: p}, refused(ErrStale, fmt.Sprintf("run %s moved on since the preview %s: it is now %s (its current run %s has %d events); "+
-			"nothing changed — look at the new preview and rewind with its digest", id, clipTo(expect, 16), clipTo(p.Digest, 16), p.CurrentRunID, p.LastEvent))
+		return Rewound{Preview: p}, refused(ErrStale, fmt.Sprintf("run %s moved on since the preview you expect (digest %s): its preview is now digest %s (its current run %s has %d events); "+
+			"nothing changed — look at the new preview and rewind with its digest", id, clipTo(expect, 64), p.Digest, p.CurrentRunID, p.LastEvent))
 	}
-	note := workflows.RewindNote{CallID: call, Tool: p.Tool, Step: p.Step, BaseRunID: p.BaseRunID, Event: p.ResetEvent, Preview: p.Digest, By: by.Name, Token: given}
+	// The reset's id: the reset's request id, named by its reason and signed
+	// in the operator's token, so the run takes the note only in the run
+	// this reset makes (a token signed elsewhere brings its own).
+	reset, err := resetID(given)
+	if err != nil {
+		return Rewound{}, err
+	}
+	note := workflows.RewindNote{CallID: call, Tool: p.Tool, Step: p.Step, BaseRunID: p.BaseRunID, Event: p.ResetEvent, Preview: p.Digest, By: by.Name, Token: given, Reset: reset}
 	if by.Key != nil {
 		cl := claims(by.Name, id, signed.ActionRewind, by.ValidFor)
-		cl.CallID, cl.Source, cl.Preview = call, p.BaseRunID, p.Digest
+		cl.CallID, cl.Source, cl.Preview, cl.Reset = call, p.BaseRunID, p.Digest, reset
 		if note.Token, err = signed.Sign(by.Key, cl); err != nil {
 			return Rewound{}, fmt.Errorf("signing %s's rewind: %w", by.Name, err)
 		}
@@ -124,9 +133,9 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 	resp, err := c.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace:                 ns,
 		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: p.BaseRunID},
-		Reason:                    fmt.Sprintf("toolgate rewind to just before %s (step %d) by %s, preview %s", call, p.Step, by.Name, p.Digest),
+		Reason:                    fmt.Sprintf("toolgate rewind to just before %s (step %d) by %s, preview %s, %s", call, p.Step, by.Name, p.Digest, workflows.ResetMark(reset)),
 		WorkflowTaskFinishEventId: p.ResetEvent,
-		RequestId:                 "toolgate-rewind-" + p.Digest[:32],
+		RequestId:                 reset,
 		ResetReapplyExcludeTypes: []enumspb.ResetReapplyExcludeType{enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
 			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_NEXUS},
 	})
@@ -138,6 +147,25 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 			"the run goes on, and its trace will not name the rewind", id, resp.GetRunId(), err)
 	}
 	return Rewound{Preview: p, RunID: resp.GetRunId()}, nil
+}
+
+// resetID is a rewind's reset id: the one a token signed elsewhere signs
+// (signed.Claims.Reset), or a new random one.
+func resetID(given string) (string, error) {
+	if given != "" {
+		c, err := signed.Peek(given)
+		if err != nil {
+			return "", refused(ErrRefusedInput, fmt.Sprintf("the rewind's token does not decode: %v", err))
+		}
+		if c.Reset != "" {
+			return c.Reset, nil
+		}
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("drawing the reset's id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func clipTo(s string, n int) string {

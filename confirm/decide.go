@@ -95,7 +95,7 @@ func (h *Handler) linkDecision(f found, approve bool, reason, token string) (wor
 	}
 	switch m {
 	case modeLink:
-		in.Approver, in.Via = f.link.Recipient, f.link.Channel
+		in.Approver, in.Via, in.Link = f.link.Recipient, f.link.Channel, f.link.Secret
 		if f.link.Channel != notify.ViaEmail {
 			in.Approver = f.link.Channel + ":" + f.link.Recipient // a Slack message's or a webhook's link names a target, not a person
 		}

@@ -101,11 +101,12 @@ func (h *Handler) lookup(ctx context.Context, token string) (found, *refusal) {
 
 // signVia signs approver's decision on f's call with the via key, as made
 // through channel: the claims client's signDecision fills (kind and asked
-// from the interrupt), and via.
+// from the interrupt), via, and the secret of the link it came through
+// (the run takes it only for a link it sent).
 func (h *Handler) signVia(f found, approver, channel string, approve bool, text string) (string, error) {
 	now := h.opts.Now()
 	c := signed.Claims{Approver: approver, WorkflowID: f.link.WorkflowID, Action: signed.ActionReject, CallID: f.it.CallID,
-		ArgsDigest: f.it.ArgsDigest, Kind: string(f.it.Kind), Asked: f.it.RequestedAt.UnixNano(), Via: channel,
+		ArgsDigest: f.it.ArgsDigest, Kind: string(f.it.Kind), Asked: f.it.RequestedAt.UnixNano(), Via: channel, Link: f.link.Secret,
 		IssuedAt: now.Unix(), Expiry: now.Add(h.lifetime()).Unix()}
 	if approve {
 		c.Action, c.Note = signed.ActionApprove, text

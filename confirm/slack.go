@@ -151,7 +151,7 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 			return ephemeral("refused: the click names no Slack user")
 		}
 		by = "slack:" + by
-		dec.Approver, dec.Reason = by, rejectReason(approve, by)
+		dec.Approver, dec.Reason, dec.Link = by, rejectReason(approve, by), f.link.Secret
 	}
 	res, err := h.b.Decide(ctx, l.WorkflowID, approve, dec, client.WithUpdateID(updateID("slack-", in.User.ID, actionTS, value)))
 	switch {

@@ -69,7 +69,7 @@ func toRecipients(t Target, seen map[string]bool) []recipient {
 
 // sendEmail sends n to each recipient (to, or those of recipients), one
 // message each with its own link, over one STARTTLS connection.
-func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notification, key string, to []recipient) (string, error) {
+func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notification, key string, to []recipient, lg *linkLog) (string, error) {
 	if to == nil {
 		to = recipients(t, n)
 	}
@@ -88,12 +88,12 @@ func (s *Sender) sendEmail(ctx context.Context, t Target, n workflows.Notificati
 			refusedTo = append(refusedTo, fmt.Sprintf("%.80q (not an address)", r.addr))
 			continue
 		}
-		_, link, err := s.linkFor(n, r.name, KindEmail)
+		link, err := s.linkFor(lg, n, r.name, KindEmail)
 		if err != nil {
 			return "", err
 		}
 		good = append(good, r)
-		msgs = append(msgs, emailMessage(n, from, r, key, link, s.now()))
+		msgs = append(msgs, emailMessage(n, from, r, key, link.URL, s.now()))
 	}
 	if len(good) == 0 {
 		return "", refused("no recipient: %s", strings.Join(refusedTo, ", "))

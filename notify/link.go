@@ -44,6 +44,10 @@ type Link struct {
 	Recipient  string
 	Channel    string
 	Expires    time.Time
+	// Secret is the link's secret, drawn by the delivery that sent it
+	// (LinkFor); the run keeps only its digest. Links of runs before rules
+	// version 9 have none.
+	Secret string
 }
 
 // SignLink makes a link token for l, signed with key, issued at now.
@@ -59,7 +63,7 @@ func SignLink(key ed25519.PrivateKey, l Link, now time.Time) (string, error) {
 		return "", fmt.Errorf("link: expires at %s, not after now", exp.UTC().Format(time.RFC3339))
 	}
 	return signed.Sign(key, signed.Claims{Approver: l.Recipient, WorkflowID: l.WorkflowID, Action: ActionLink,
-		CallID: l.CallID, ArgsDigest: l.ArgsDigest, Asked: l.Asked, Via: l.Channel, IssuedAt: now.Unix(), Expiry: exp.Unix()})
+		CallID: l.CallID, ArgsDigest: l.ArgsDigest, Asked: l.Asked, Via: l.Channel, Link: l.Secret, IssuedAt: now.Unix(), Expiry: exp.Unix()})
 }
 
 // VerifyLink checks a link token's signature against pub, its action and
@@ -82,7 +86,7 @@ func VerifyLink(pub ed25519.PublicKey, token string, now time.Time) (Link, error
 		return Link{}, errors.New("link refused: issued in the future")
 	}
 	return Link{WorkflowID: c.WorkflowID, CallID: c.CallID, ArgsDigest: c.ArgsDigest, Asked: c.Asked, Recipient: c.Approver, Channel: c.Via,
-		Expires: time.Unix(c.Expiry, 0)}, nil
+		Expires: time.Unix(c.Expiry, 0), Secret: c.Link}, nil
 }
 
 func isLoopback(host string) bool {

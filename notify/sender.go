@@ -62,17 +62,21 @@ func NewSender(c *Config) *Sender {
 }
 
 // Deliver is the notify activity: it delivers n to the one target it names
-// and says what was sent. Its errors are temporal.ApplicationErrors, of type
-// NotifyRefused (not retryable: a 4xx, a redirect, a bad config, a mail
-// server's 5xx) or NotifyFailed (retryable); none quotes a secret or a
-// webhook's full URL.
+// and says what was sent, with the links it sent (Delivery.Links, its
+// earlier attempts' too). It heartbeats while it runs (every
+// workflows.NotifyHeartbeat/3). Its errors are temporal.ApplicationErrors,
+// of type NotifyRefused (not retryable: a 4xx, a redirect, a bad config, a
+// mail server's 5xx) or NotifyFailed (retryable), whose details are the
+// links sent so far; none quotes a secret or a webhook's full URL.
 func (s *Sender) Deliver(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
 	t, ok := s.c.Target(n.Target)
 	if !ok {
 		return workflows.Delivery{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notify target %.80q is not in this worker's notify file", n.Target), ErrTypeRefused, nil)
 	}
-	return s.deliver(ctx, t, n, deliveryKey(ctx, n), nil)
+	lg := newLinkLog(ctx)
+	defer lg.heartbeating()()
+	return s.deliver(ctx, t, n, deliveryKey(ctx, n), nil, lg)
 }
 
 // deliveryKey is the delivery's idempotency key: the activity's own
@@ -86,25 +90,25 @@ func deliveryKey(ctx context.Context, n workflows.Notification) string {
 	return n.WorkflowID + "/" + n.RunID + "/" + n.Event + "/" + n.CallID + "/" + n.Target
 }
 
-// deliver sends n to t by t's kind; to, when not nil, replaces an e-mail's
-// recipients (a test message).
-func (s *Sender) deliver(ctx context.Context, t Target, n workflows.Notification, key string, to []recipient) (workflows.Delivery, error) {
+// deliver sends n to t by t's kind, logging the links it sends in lg; to,
+// when not nil, replaces an e-mail's recipients (a test message).
+func (s *Sender) deliver(ctx context.Context, t Target, n workflows.Notification, key string, to []recipient, lg *linkLog) (workflows.Delivery, error) {
 	var detail string
 	var err error
 	switch t.Kind() {
 	case KindWebhook:
-		detail, err = s.sendWebhook(ctx, t, n, key)
+		detail, err = s.sendWebhook(ctx, t, n, key, lg)
 	case KindSlack:
-		detail, err = s.sendSlack(ctx, t, n, key)
+		detail, err = s.sendSlack(ctx, t, n, key, lg)
 	case KindEmail:
-		detail, err = s.sendEmail(ctx, t, n, key, to)
+		detail, err = s.sendEmail(ctx, t, n, key, to, lg)
 	default:
 		err = refused("target has no webhook, slack or smtp")
 	}
 	if err != nil {
-		return workflows.Delivery{}, appError(t, err)
+		return workflows.Delivery{}, appError(t, err, lg.list()...)
 	}
-	return workflows.Delivery{Target: t.Name, Kind: t.Kind(), Detail: detail, Key: key}, nil
+	return workflows.Delivery{Target: t.Name, Kind: t.Kind(), Detail: detail, Key: key, Links: lg.list()}, nil
 }
 
 // sendError is why a delivery failed, and whether retrying may help.
@@ -125,18 +129,25 @@ func failed(format string, args ...any) error {
 }
 
 // appError is err as the activity returns it: "NAME (KIND): why", with t's
-// secrets and URLs taken out, retryable or not.
-func appError(t Target, err error) error {
+// secrets and URLs taken out, retryable or not; its details are the links
+// sent so far, if any (the run keeps them: a link a failed delivery sent
+// may have reached its recipient).
+func appError(t Target, err error, links ...workflows.LinkProof) error {
 	retryable := true
 	var se *sendError
 	if errors.As(err, &se) {
 		retryable = se.retryable
 	}
 	msg := redact(t, fmt.Sprintf("%s (%s): %s", t.Name, t.Kind(), err.Error()))
+	typ := ErrTypeRefused
 	if retryable {
-		return temporal.NewApplicationError(msg, ErrTypeFailed)
+		typ = ErrTypeFailed
 	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefused, nil)
+	var details []any
+	if len(links) > 0 {
+		details = []any{links}
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, typ, temporal.ApplicationErrorOptions{NonRetryable: !retryable, Details: details})
 }
 
 // redact takes t's secrets, and the parts of its URLs beyond scheme and
@@ -236,32 +247,4 @@ func shown(data []byte) string {
 		return r
 	}, s)
 	return strings.TrimSpace(s)
-}
-
-// LinkFor is the link token and confirm page link for n sent to recipient
-// through channel, issued at now; both "" when the file sets no link_base or
-// link key, or n is not a waiting call's.
-func (c *Config) LinkFor(n workflows.Notification, recipient, channel string, now time.Time) (token, link string, err error) {
-	if c.LinkBase == "" || c.LinkKey() == nil || n.Event != workflows.NotifyWaiting || n.CallID == "" || n.ArgsDigest == "" || n.RequestedAt.IsZero() {
-		return "", "", nil
-	}
-	exp := n.ExpiresAt
-	if exp.IsZero() { // the call waits with no deadline: the link's own bounds it
-		exp = now.Add(MaxLinkLifetime)
-	}
-	token, err = SignLink(c.LinkKey(), Link{WorkflowID: n.WorkflowID, CallID: n.CallID, ArgsDigest: n.ArgsDigest,
-		Asked: n.RequestedAt.UnixNano(), Recipient: recipient, Channel: channel, Expires: exp}, now)
-	if err != nil {
-		return "", "", fmt.Errorf("link for %s: %w", recipient, err)
-	}
-	return token, strings.TrimRight(c.LinkBase, "/") + "/confirm?t=" + url.QueryEscape(token), nil
-}
-
-// linkFor is LinkFor at s's time, its error a refusal.
-func (s *Sender) linkFor(n workflows.Notification, recipient, channel string) (string, string, error) {
-	token, link, err := s.c.LinkFor(n, recipient, channel, s.now())
-	if err != nil {
-		return "", "", refused("%v", err)
-	}
-	return token, link, nil
 }

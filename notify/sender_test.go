@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -99,39 +100,50 @@ func TestLinkFor(t *testing.T) {
 	c := &Config{}
 	n := waiting("ops")
 	now := time.Now()
-	tok, link, err := c.LinkFor(n, "alice", "email", now)
+	sl, err := c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
-	assert.Empty(t, tok+link, "links off with no link_base")
+	assert.Empty(t, sl, "links off with no link_base")
 
 	pub := withLinks(t, c)
 	c.LinkBase = ""
-	tok, link, err = c.LinkFor(n, "alice", "email", now)
+	sl, err = c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
-	assert.Empty(t, tok+link, "a key without link_base: no links")
+	assert.Empty(t, sl, "a key without link_base: no links")
 	c.LinkBase = linkBase
 
-	tok, link, err = c.LinkFor(n, "alice", "email", now)
+	sl, err = c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
-	assert.Contains(t, link, "https://toolgate.example/confirm?t=")
-	l, err := VerifyLink(pub, tok, now)
+	assert.Contains(t, sl.URL, "https://toolgate.example/confirm?t=")
+	l, err := VerifyLink(pub, sl.Token, now)
 	require.NoError(t, err)
 	assert.True(t, n.ExpiresAt.Equal(l.Expires))
 	l.Expires = n.ExpiresAt
+	require.Len(t, l.Secret, 43, "32 random bytes, base64url")
+	assert.Equal(t, workflows.LinkProof{Digest: workflows.LinkDigest(l.Secret), Recipient: "alice", Channel: "email"}, sl.Proof,
+		"the run is told the digest of the link's secret, never the secret")
+	assert.NotContains(t, fmt.Sprint(sl.Proof), l.Secret)
+	secret := l.Secret
+	l.Secret = ""
 	assert.Equal(t, Link{WorkflowID: "run-1", CallID: "c-3", ArgsDigest: "d1g3st", Asked: n.RequestedAt.UnixNano(), Recipient: "alice", Channel: "email",
 		Expires: n.ExpiresAt}, l, "the link names the one wait it was sent for")
+	again, err := c.LinkFor(n, "alice", "email", now)
+	require.NoError(t, err)
+	l2, err := VerifyLink(pub, again.Token, now)
+	require.NoError(t, err)
+	assert.NotEqual(t, secret, l2.Secret, "every link its own secret")
 
 	// A call with no deadline: the link's own lifetime bounds it.
 	n.ExpiresAt = time.Time{}
-	tok, _, err = c.LinkFor(n, "alice", "email", now)
+	sl, err = c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
-	l, err = VerifyLink(pub, tok, now)
+	l, err = VerifyLink(pub, sl.Token, now)
 	require.NoError(t, err)
 	assert.Equal(t, now.Add(MaxLinkLifetime).Unix(), l.Expires.Unix())
 
 	n.Event = workflows.NotifyDecided
-	tok, link, err = c.LinkFor(n, "alice", "email", now)
+	sl, err = c.LinkFor(n, "alice", "email", now)
 	require.NoError(t, err)
-	assert.Empty(t, tok+link, "a link only for a waiting call")
+	assert.Empty(t, sl, "a link only for a waiting call")
 }
 
 func urlUnescape(s string) (string, error) { return url.QueryUnescape(s) }

@@ -142,16 +142,16 @@ func slackTest(t Target, n workflows.Notification) map[string]any {
 }
 
 // sendSlack POSTs n's message to t's incoming webhook.
-func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notification, key string) (string, error) {
+func (s *Sender) sendSlack(ctx context.Context, t Target, n workflows.Notification, key string, lg *linkLog) (string, error) {
 	var msg map[string]any
 	if n.Event == EventTest {
 		msg = slackTest(t, n)
 	} else {
-		token, link, err := s.linkFor(n, t.Name, ViaSlack) // names the target: the clicker is who Slack says
+		link, err := s.linkFor(lg, n, t.Name, ViaSlack) // names the target: the clicker is who Slack says
 		if err != nil {
 			return "", err
 		}
-		msg = SlackMessage(n, token, link)
+		msg = SlackMessage(n, link.Token, link.URL)
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {

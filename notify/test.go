@@ -37,7 +37,7 @@ func Test(ctx context.Context, c *Config) []TestResult {
 				continue
 			}
 		}
-		d, err := s.deliver(ctx, t, n, key, to)
+		d, err := s.deliver(ctx, t, n, key, to, nil)
 		r.Detail, r.Err = d.Detail, err
 		out = append(out, r)
 	}

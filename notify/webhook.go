@@ -32,15 +32,15 @@ type WebhookBody struct {
 }
 
 // sendWebhook POSTs n, signed with t's secret, to t's URL.
-func (s *Sender) sendWebhook(ctx context.Context, t Target, n workflows.Notification, key string) (string, error) {
+func (s *Sender) sendWebhook(ctx context.Context, t Target, n workflows.Notification, key string, lg *linkLog) (string, error) {
 	if t.Secret == "" {
 		return "", refused("no secret: every webhook delivery is signed")
 	}
-	_, link, err := s.linkFor(n, t.Name, ViaWebhook) // whoever the receiver shows it to: no one in particular
+	link, err := s.linkFor(lg, n, t.Name, ViaWebhook) // whoever the receiver shows it to: no one in particular
 	if err != nil {
 		return "", err
 	}
-	body, err := json.Marshal(WebhookBody{Notification: n, Delivery: key, Link: link})
+	body, err := json.Marshal(WebhookBody{Notification: n, Delivery: key, Link: link.URL})
 	if err != nil {
 		return "", refused("encode the body: %v", err)
 	}

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +56,8 @@ func TestWebhookDelivers(t *testing.T) {
 	d, err := NewSender(c).Deliver(context.Background(), n)
 	require.NoError(t, err)
 	key := "run-1/r-1/waiting/c-3/ops"
+	links := d.Links
+	d.Links = nil
 	assert.Equal(t, workflows.Delivery{Target: "ops", Kind: KindWebhook, Detail: "HTTP 200", Key: key}, d)
 
 	r := <-got
@@ -83,6 +86,9 @@ func TestWebhookDelivers(t *testing.T) {
 	assert.Equal(t, "ops", l.Recipient, "a webhook's link names its target")
 	assert.Equal(t, "webhook", l.Channel)
 	assert.Equal(t, "c-3", l.CallID)
+	assert.Equal(t, []workflows.LinkProof{{Digest: workflows.LinkDigest(l.Secret), Recipient: "ops", Channel: "webhook"}}, links,
+		"the run is told the digest of the one link sent")
+	assert.NotContains(t, string(mustJSON(t, d))+fmt.Sprint(links), l.Secret, "and never the secret")
 
 	// The receiver's check.
 	sig := r.header.Get(SignatureHeader)

@@ -75,7 +75,17 @@ type Claims struct {
 	// approver's key but by the policy's via_key, which the inbox listener
 	// that took the click holds (package confirm). The policy must let the
 	// approver decide that way (via).
-	Via      string `json:"via,omitempty"`
+	Via string `json:"via,omitempty"`
+	// Link is the secret of one link a run's delivery sent (rules version
+	// 9): in a link token, the secret the delivery drew for that link; in a
+	// decision by link (Via), the secret of the link it came through. The
+	// run keeps only its SHA-256 (workflows.LinkProof), so a link decides
+	// only if the run sent it: one made with the link key alone does not.
+	Link string `json:"link,omitempty"`
+	// Reset (rewind, rules version 9) names the one reset a rewind covers:
+	// the reset's request id, which its reason carries too, so the run and
+	// the audit can check the token against the reset event.
+	Reset    string `json:"reset,omitempty"`
 	IssuedAt int64  `json:"iat"`
 	Expiry   int64  `json:"exp"`
 }

@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -71,7 +71,10 @@ type Options struct {
 }
 
 // Notifier is what a worker notifies through: the targets it declares to its
-// runs, and the notify activity that delivers to one (notify.Sender).
+// runs, and the notify activity that delivers to one (notify.Sender). Deliver
+// runs as an activity with a heartbeat timeout of workflows.NotifyHeartbeat:
+// it must heartbeat more often (notify.Sender does, every third of it, with
+// the links it has sent as details).
 type Notifier interface {
 	Targets() []workflows.NotifyTarget
 	Deliver(ctx context.Context, n workflows.Notification) (workflows.Delivery, error)
@@ -213,6 +216,31 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(), Status: info.GetStatus().String()}, nil
 }
 
+// readReset is the reset activity: it reads the run's own history up to
+// the event the run was reset at, and says what reset (if any) is there.
+func readReset(ctx context.Context, req workflows.ResetRequest) (workflows.ResetEvent, error) {
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return workflows.ResetEvent{}, errors.New("no Temporal client in this activity's context")
+	}
+	it := c.GetWorkflowHistory(ctx, req.WorkflowID, req.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return workflows.ResetEvent{}, fmt.Errorf("reading the history of run %s of %s: %w", req.RunID, req.WorkflowID, err)
+		}
+		if ev.GetEventId() < req.Event {
+			continue
+		}
+		a := ev.GetWorkflowTaskFailedEventAttributes()
+		if ev.GetEventId() > req.Event || a == nil || a.GetCause() != enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW {
+			break
+		}
+		return workflows.ResetEvent{Found: true, BaseRunID: a.GetBaseRunId(), NewRunID: a.GetNewRunId(), Reason: a.GetFailure().GetMessage()}, nil
+	}
+	return workflows.ResetEvent{}, nil
+}
+
 // readFork is the fork activity: it reads the source run's history from the
 // server and replays it to the fork's point. A source it cannot fork is a
 // refusal (not retried); a server it cannot reach is retried.
@@ -230,31 +258,6 @@ func readFork(ctx context.Context, src workflows.ForkSource, read timeline.Optio
 		return st, temporal.NewNonRetryableApplicationError(err.Error(), workflows.RefusedInput, nil)
 	}
 	return st, err
-}
-
-// heartbeating is deliver, heartbeating every NotifyHeartbeat/3 while it
-// runs: a delivery whose worker died is retried on another within
-// workflows.NotifyHeartbeat, not at the end of its start-to-close timeout.
-func heartbeating(deliver func(context.Context, workflows.Notification) (workflows.Delivery, error)) func(context.Context, workflows.Notification) (workflows.Delivery, error) {
-	return func(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			t := time.NewTicker(workflows.NotifyHeartbeat / 3)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					activity.RecordHeartbeat(ctx)
-				case <-done:
-					return
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		return deliver(ctx, n)
-	}
 }
 
 // isTransient tells a server that could not answer from a refusal.
@@ -277,12 +280,13 @@ func Register(r Registry, o Options) error {
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
+	r.RegisterActivityWithOptions(readReset, activity.RegisterOptions{Name: workflows.ResetActivity})
 	read := timeline.Options{DataConverter: o.DataConverter, FailureConverter: o.FailureConverter}
 	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
 		return readFork(ctx, src, read)
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	if o.Notify != nil {
-		r.RegisterActivityWithOptions(heartbeating(o.Notify.Deliver), activity.RegisterOptions{Name: workflows.NotifyActivity})
+		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}
 	for _, t := range o.Tools {
 		// Whatever the tool returns, the activity reports a result within

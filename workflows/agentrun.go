@@ -82,6 +82,8 @@ type run struct {
 	obs *Observer
 	// forkStep holds the proposals a fork starts with (fork.go).
 	forkStep []tool.Proposal
+	// claiming are the uses being claimed on the server now (spent.go).
+	claiming map[string]bool
 
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }
@@ -116,9 +118,18 @@ type run struct {
 //	                of its waiting calls, decisions and end, by activity;
 //	                a decision may come by link (via), signed by the
 //	                policy's link_key
+//	9               the trust boundary, third pass: every token's use (and
+//	                a link's, per approver) is claimed outside the run, where
+//	                no reset rolls it back (spent.go); one signer holds at
+//	                most MaxTokensPerSigner tokens of a chain; a decision by
+//	                link carries the secret of a link the run's delivery sent
+//	                (links.go); a rewind's token names its reset, checked
+//	                against the reset event; a fork keeps its source's
+//	                requester and bars its forkers; approvers named rule:…
+//	                or grant:… are refused
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 8
+	versionCurrent  = 9
 )
 
 // Versions of versionChangeID.
@@ -138,6 +149,9 @@ const (
 	versionRewind workflow.Version = 7
 	// versionNotify: notifications (notify.go) and decisions by link (via).
 	versionNotify workflow.Version = 8
+	// versionTrust3: what a run chain has spent survives any reset, and who
+	// decides is proven by what an attacker on one host does not hold.
+	versionTrust3 workflow.Version = 9
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -181,7 +195,7 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		return nil, err
 	}
 	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
-		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx)}
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}}
 	// Runs started under older rules keep them, so their histories replay unchanged.
 	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
 	c := in.Carry

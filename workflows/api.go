@@ -209,6 +209,11 @@ type DecisionInput struct {
 	// it): the trace records it. Under a policy it is the token's (a
 	// decision by link is signed by the policy's via_key).
 	Via string `json:"via,omitempty"`
+	// Link (rules version 9, with Via and no policy) is the secret of the
+	// link the decision came through, as the link carries it: the run takes
+	// a decision by link only for a link it sent (its Delivery.Links). Under
+	// a policy the secret is the token's (signed.Claims.Link).
+	Link string `json:"link,omitempty"`
 	// Note (approve) is kept in the trace.
 	Note string `json:"note,omitempty"`
 	// Reason (reject) is fed back to the planner.
@@ -336,8 +341,12 @@ type State struct {
 	TraceDropped int `json:"trace_dropped,omitempty"`
 	// Policy: the worker's policy holds this run (decisions must be signed).
 	Policy bool `json:"policy,omitempty"`
-	// RequestedBy is the verified requester of the run, if it was signed.
+	// RequestedBy is the verified requester of the run, if it was signed (a
+	// fork's is its source's, from rules version 9).
 	RequestedBy string `json:"requested_by,omitempty"`
+	// ForkedBy are the operators who forked the run (and the forks it came
+	// from): like its requester, none of them may decide its calls.
+	ForkedBy []string `json:"forked_by,omitempty"`
 	// Grants made in this run chain, revoked ones included.
 	Grants []Grant `json:"grants,omitempty"`
 }

@@ -28,6 +28,7 @@ type pending struct {
 	decided  bool
 	by       string         // who decided
 	via      []string       // "NAME: CHANNEL" for each decision made by a click on a notification
+	links    []LinkProof    // the links the run's deliveries sent for this wait (links.go)
 	approval *tool.Approval // set when approved
 	reason   string         // set when rejected
 }
@@ -150,6 +151,9 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 	if err := r.checkVerb(in, v); err != nil {
 		return nil, ruling{}, err
 	}
+	if err := r.checkNamed(in); err != nil {
+		return nil, ruling{}, err
+	}
 	if !r.ready && len(r.pending) > 0 && r.version >= versionTrust2 { // calls a continued run took up
 		return nil, ruling{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the decision again")
 	}
@@ -157,7 +161,7 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 		if p.CallID != in.CallID || p.decided {
 			continue
 		}
-		d := ruling{approve: approve, verb: v, by: in.Approver, note: in.Note, reason: in.Reason, cancel: in.Cancel, via: in.Via}
+		d := ruling{approve: approve, verb: v, by: in.Approver, note: in.Note, reason: in.Reason, cancel: in.Cancel, via: in.Via, link: in.Link}
 		if err := r.checkVia(in); err != nil {
 			return nil, ruling{}, err
 		}
@@ -168,6 +172,9 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 			}
 		}
 		if err := r.checkBinding(p, in); err != nil {
+			return nil, ruling{}, err
+		}
+		if err := r.checkLink(p, d); err != nil {
 			return nil, ruling{}, err
 		}
 		if r.engine != nil {
@@ -244,11 +251,22 @@ func (r *run) notWaiting(id string) error {
 
 // decide applies an approval (approve) or a rejection to a pending call. One
 // rejection decides it; approvals decide it once a quorum of them is in.
-func (r *run) decide(v verb, in DecisionInput) (DecisionResult, error) {
+// From rules version 9, under a policy, the decision's use is first claimed
+// on the server (spent.go), and the decision checked again: the run may
+// have moved on meanwhile.
+func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionResult, error) {
 	approve := v == verbApprove
 	p, d, err := r.validateDecision(in, v)
 	if err != nil {
 		return DecisionResult{}, err
+	}
+	if r.version >= versionTrust3 && r.engine != nil {
+		if err := r.claimDecision(ctx, d); err != nil {
+			return DecisionResult{}, err
+		}
+		if p, d, err = r.validateDecision(in, v); err != nil {
+			return DecisionResult{}, err
+		}
 	}
 	r.spend(d.token, d.claims)
 	approver := clip(strings.TrimSpace(d.by), MaxNameBytes)
@@ -349,6 +367,33 @@ func (r *run) decode(raw []byte, v any) error {
 		return tool.DecodeStrict(raw, v)
 	}
 	return tool.DecodeExact(raw, v)
+}
+
+// reservedApprovers are the forms of approver the run writes itself: a rule
+// that decided ("rule:small-refunds") and a grant that answered
+// ("grant:carol"). From rules version 9 no decision may name itself so.
+var reservedApprovers = []string{"rule:", "grant:"}
+
+// checkNamed refuses, from rules version 9, an approver named as the run
+// names a rule or a grant, and a link secret sent without via.
+func (r *run) checkNamed(in DecisionInput) error {
+	if r.version < versionTrust3 {
+		return nil
+	}
+	name := strings.ToLower(strings.TrimSpace(in.Approver))
+	for _, p := range reservedApprovers {
+		if strings.HasPrefix(name, p) {
+			return refusal(RefusedDecision, "approver %q refused: names starting with %s are the run's own (%s a rule that decided, %s a grant that answered), so no decision may take them",
+				clip(in.Approver, MaxNameBytes), strings.Join(reservedApprovers, " or "), reservedApprovers[0], reservedApprovers[1])
+		}
+	}
+	if in.Link != "" && in.Via == "" {
+		return refusal(RefusedDecision, "link refused: a link's secret goes with a decision by link (via)")
+	}
+	if len(in.Link) > MaxNameBytes {
+		return refusal(RefusedDecision, "link refused: %d bytes, at most %d", len(in.Link), MaxNameBytes)
+	}
+	return nil
 }
 
 // ViaWebhook is the channel of a decision made on the confirm page a

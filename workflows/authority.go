@@ -187,6 +187,7 @@ type ruling struct {
 	response         json.RawMessage // canonical: the answer given in the tool's place (respond)
 	cancel           bool            // a rejection that cancels the call
 	via              string          // the channel of a decision by link (slack, email)
+	link             string          // the secret of the link a decision by link came through
 }
 
 // edit is an approver's replacement for a call's arguments, checked.
@@ -226,10 +227,12 @@ func (r *run) verifyDecision(p *pending, in *DecisionInput, v verb) (ruling, err
 		return ruling{}, refusal(RefusedDigestMismatch, "args_digest %q is not the one %s's token signs", clip(in.ArgsDigest, 64), c.Approver)
 	case in.Via != "" && in.Via != c.Via:
 		return ruling{}, refusal(RefusedUnauthorized, "via %q is not the one %s's token signs (%q)", clip(in.Via, 32), c.Approver, clip(c.Via, 32))
+	case in.Link != "" && in.Link != c.Link:
+		return ruling{}, refusal(RefusedUnauthorized, "the link secret sent is not the one %s's token signs", c.Approver)
 	}
 	in.ArgsDigest = c.ArgsDigest // the digest the approver signed is the one checked against the call
 	return ruling{token: in.Token, claims: c, approve: v == verbApprove, verb: v, cancel: in.Cancel, by: c.Approver, note: c.Note, reason: c.Reason,
-		editDigest: c.EditedDigest, dataDigest: c.DataDigest, via: c.Via}, nil
+		editDigest: c.EditedDigest, dataDigest: c.DataDigest, via: c.Via, link: c.Link}, nil
 }
 
 // mayDecide says why approver may not decide p: a role the call does not
@@ -238,14 +241,28 @@ func (r *run) mayDecide(p *pending, approver string, approve bool) error {
 	if err := r.engine.Policy().Eligible(approver, p.need); err != nil {
 		return refusal(RefusedUnauthorized, "wrong role for call %s (%s%s): %s", p.CallID, p.Tool, ruleSuffix(p.Rule), clip(err.Error(), 300))
 	}
-	if approver == r.RequestedBy {
-		return refusal(RefusedUnauthorized, "self-approval refused: %s requested this run, so may decide none of its calls", approver)
+	if why := r.selfOf(approver); why != "" {
+		return refusal(RefusedUnauthorized, "self-approval refused: %s, so may decide none of its calls", why)
 	}
 	if approve && slices.Contains(p.ApprovedBy, approver) {
 		return refusal(RefusedUnauthorized, "%s has already approved call %s (%d of %d approvals): a quorum needs distinct approvers",
 			approver, p.CallID, len(p.ApprovedBy), p.need.Count)
 	}
 	return nil
+}
+
+// selfOf says why name may not decide in this run — they requested it, or
+// (rules version 9) forked it or a fork it came from — or "".
+func (r *run) selfOf(name string) string {
+	switch {
+	case name == "":
+		return ""
+	case name == r.RequestedBy:
+		return name + " requested this run"
+	case slices.Contains(r.ForkedBy, name):
+		return name + " forked this run (or a fork it came from)"
+	}
+	return ""
 }
 
 func ruleSuffix(rule string) string {

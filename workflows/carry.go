@@ -36,8 +36,12 @@ type Carry struct {
 	IdleSince     time.Time `json:"idle_since,omitempty"`
 	Answer        string    `json:"answer,omitempty"`
 	Refused       []Refusal `json:"refused,omitempty"`
-	// RequestedBy is the run chain's verified requester (a signed start).
+	// RequestedBy is the run chain's verified requester (a signed start);
+	// a fork keeps its source's (rules version 9).
 	RequestedBy string `json:"requested_by,omitempty"`
+	// ForkedBy are the operators who forked this run and the forks it came
+	// from (rules version 9): like the requester, they decide none of its calls.
+	ForkedBy []string `json:"forked_by,omitempty"`
 	// Grants made in the run chain; a grant never outlives it.
 	Grants []Grant `json:"grants,omitempty"`
 	// Spent are the tokens the run chain has taken and that have not expired:

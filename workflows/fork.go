@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ import (
 // fork starts from never comes from the client. No approval, grant or token
 // of the source is carried into a fork, and its idempotency keys are its own
 // (they name its workflow id).
+
+// MaxForkers bounds the operators a fork chain records as its forkers
+// (Carry.ForkedBy): a fork of a fork past it is refused.
+const MaxForkers = 16
 
 // Fork is what a client asks a fork for (RunInput.Fork).
 type Fork struct {
@@ -142,7 +147,20 @@ func (r *run) fork(ctx workflow.Context) error {
 
 	// The source's state before the step, without anything a human gave it.
 	c := st.State
-	c.Config, c.Spent, c.RequestedBy = r.Config, r.Spent, by
+	c.Config, c.Spent = r.Config, r.Spent
+	if r.version >= versionTrust3 {
+		// The source's verified requester stays the requester (the rules'
+		// requested_by, and no self-approval); whoever forked it, and
+		// forked the forks it came from, may decide nothing in it either.
+		if by != "" && !slices.Contains(c.ForkedBy, by) {
+			if len(c.ForkedBy) >= MaxForkers {
+				return fmt.Errorf("fork refused: %s is a fork of forks by %d operators already, at most %d", clip(f.Source, MaxNameBytes), len(c.ForkedBy), MaxForkers)
+			}
+			c.ForkedBy = append(c.ForkedBy, by)
+		}
+	} else {
+		c.RequestedBy, c.ForkedBy = by, nil
+	}
 	c.Trace, c.TraceSeq, c.TraceDropped = nil, 0, 0
 	c.Grants, c.Parked, c.CarriedBlockedOn, c.External, c.Refused = nil, nil, nil, nil, nil
 	c.AwaitingInput, c.Answer, c.Ended = false, "", false

@@ -23,37 +23,47 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 		name  string
 		apply func(signed.Claims, bool) (Grant, error)
 	}{{UpdateGrant, r.grant}, {UpdateRevoke, r.revoke}} {
-		take := func(raw json.RawMessage, apply bool) (Grant, error) {
+		check := func(raw json.RawMessage) (string, signed.Claims, error) {
 			var in TokenInput
 			if err := r.decode(raw, &in); err != nil {
-				return Grant{}, refusal(RefusedDecision, "%s payload refused (want {\"token\": \"…\"}): %s", u.name, clip(err.Error(), 300))
+				return "", signed.Claims{}, refusal(RefusedDecision, "%s payload refused (want {\"token\": \"…\"}): %s", u.name, clip(err.Error(), 300))
 			}
 			if !r.ready && r.version >= versionTrust2 {
-				return Grant{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the %s again", u.name)
+				return "", signed.Claims{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the %s again", u.name)
 			}
 			if r.engine == nil {
-				return Grant{}, refusal(RefusedUnauthorized, "%s refused: grants need the worker's policy (--policy) and its signed approvers; this run has none", u.name)
+				return "", signed.Claims{}, refusal(RefusedUnauthorized, "%s refused: grants need the worker's policy (--policy) and its signed approvers; this run has none", u.name)
 			}
 			c, err := r.verifyToken(in.Token)
 			if err == nil {
 				err = r.checkTarget(c, u.name)
 			}
-			if err != nil {
-				return Grant{}, err
+			if err == nil {
+				_, err = u.apply(c, false)
 			}
-			g, err := u.apply(c, apply)
-			if err == nil && apply {
-				r.spend(in.Token, c)
-			}
-			return g, err
+			return in.Token, c, err
 		}
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
 			func(ctx workflow.Context, raw json.RawMessage) (GrantResult, error) {
-				g, err := take(raw, true)
+				token, c, err := check(raw)
+				if err == nil && r.version >= versionTrust3 {
+					// Claimed on the server first (spent.go), then checked
+					// again: the run may have moved on meanwhile.
+					if err = r.claimToken(ctx, token, c.Approver); err == nil {
+						token, c, err = check(raw)
+					}
+				}
+				if err != nil {
+					return GrantResult{}, asFailure(err)
+				}
+				g, err := u.apply(c, true)
+				if err == nil {
+					r.spend(token, c)
+				}
 				return GrantResult{Grant: g}, asFailure(err)
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
-				_, err := take(raw, false)
+				_, _, err := check(raw)
 				return asFailure(err)
 			}})
 		if err != nil {
@@ -75,8 +85,8 @@ func (r *run) grant(c signed.Claims, apply bool) (Grant, error) {
 		return Grant{}, refusal(RefusedDecision, "grant refused: uses %d: want 0 (no limit) to %d", g.Uses, MaxGrantUses)
 	case g.Until != 0 && !time.Unix(g.Until, 0).After(r.now()):
 		return Grant{}, refusal(RefusedDecision, "grant refused: it ends at %s, which has passed", time.Unix(g.Until, 0).UTC().Format(time.RFC3339))
-	case c.Approver == r.RequestedBy:
-		return Grant{}, refusal(RefusedUnauthorized, "self-approval refused: %s requested this run, so may grant nothing in it", c.Approver)
+	case r.selfOf(c.Approver) != "":
+		return Grant{}, refusal(RefusedUnauthorized, "self-approval refused: %s, so may grant nothing in it", r.selfOf(c.Approver))
 	}
 	if _, ok := r.specs[g.Tool]; !ok {
 		return Grant{}, refusal(RefusedDecision, "grant refused: no tool named %q is registered", clip(g.Tool, MaxNameBytes))
@@ -141,7 +151,7 @@ func (r *run) useGrant(c tool.Call, v policy.Verdict) *tool.Approval {
 	now := r.now()
 	for i := range r.Grants {
 		g := &r.Grants[i]
-		if g.Tool != c.Tool || !g.active(now) || g.By == r.RequestedBy || r.engine.Policy().Eligible(g.By, v.Need) != nil {
+		if g.Tool != c.Tool || !g.active(now) || r.selfOf(g.By) != "" || r.engine.Policy().Eligible(g.By, v.Need) != nil {
 			continue
 		}
 		if g.When != "" {

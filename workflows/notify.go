@@ -113,15 +113,22 @@ func (r *run) notify(ctx workflow.Context, n Notification) {
 		f := workflow.ExecuteActivity(actx, NotifyActivity, n)
 		call := tool.Call{ID: n.CallID, Tool: n.Tool}
 		what := fmt.Sprintf("%s (%s) %s", t.Name, t.Kind, n.Event)
+		sent := n
 		r.notifying++
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer func() { r.notifying-- }()
 			var d Delivery
-			if err := f.Get(gctx, &d); err != nil {
-				r.record(call, TraceRecord{Status: TraceNotifyFailed, Reason: what, Error: clip(deliveryError(err), MaxTextBytes)})
+			err := f.Get(gctx, &d)
+			links := ""
+			if r.version >= versionTrust3 && sent.Event == NotifyWaiting {
+				ls := deliveredLinks(d, err)
+				links = linksNote(ls, r.takeLinks(sent, ls))
+			}
+			if err != nil {
+				r.record(call, TraceRecord{Status: TraceNotifyFailed, Reason: what, Error: clip(deliveryError(err)+links, MaxTextBytes)})
 				return
 			}
-			r.record(call, TraceRecord{Status: TraceNotified, Reason: clip(what+": "+d.Detail, MaxTextBytes)})
+			r.record(call, TraceRecord{Status: TraceNotified, Reason: clip(what+": "+d.Detail+links, MaxTextBytes)})
 		})
 	}
 }
@@ -142,7 +149,7 @@ func (r *run) recipients(p *pending) []Recipient {
 	pol := r.engine.Policy()
 	var out []Recipient
 	for _, name := range pol.Names() {
-		if pol.Eligible(name, p.need) != nil || name == r.RequestedBy || slices.Contains(p.ApprovedBy, name) {
+		if pol.Eligible(name, p.need) != nil || r.selfOf(name) != "" || slices.Contains(p.ApprovedBy, name) {
 			continue
 		}
 		a, _ := pol.Approver(name)

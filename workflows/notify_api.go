@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 
@@ -99,4 +101,32 @@ type Delivery struct {
 	Detail string `json:"detail"`
 	// Key is the delivery's idempotency key (the Idempotency-Key header).
 	Key string `json:"key"`
+	// Links are the links the delivery sent (rules version 9), its earlier
+	// attempts' included: only their secrets' digests. A decision by link
+	// counts only with the secret of one of them. A failed delivery reports
+	// them as its error's details (or its last heartbeat's).
+	Links []LinkProof `json:"links,omitempty"`
 }
+
+// LinkProof is what a run keeps of a link its delivery sent: the digest of
+// the link's secret (LinkDigest), who it was sent to (an approver's name,
+// an address, a Slack or webhook target's name) and through which channel
+// (slack, email, webhook). The secret itself is only in the link: whoever
+// reads the history learns nothing that decides.
+type LinkProof struct {
+	Digest    string `json:"digest"`
+	Recipient string `json:"to"`
+	Channel   string `json:"via"`
+}
+
+// LinkDigest is the digest a run keeps of a link's secret: the first half
+// of its SHA-256, hex.
+func LinkDigest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:16])
+}
+
+// MaxLinkProofs bounds the links a waiting call keeps (every delivery's,
+// retries included); a link sent past it decides nothing, and the trace
+// says so.
+const MaxLinkProofs = 64

@@ -20,11 +20,18 @@ import (
 )
 
 // notifier is a worker.Notifier that records each attempt: target "down"
-// always fails as a server error would, "refuses" as a 4xx would.
+// always fails as a server error would, "refuses" as a 4xx would. For a
+// waiting call it reports links as sent (the failures, as their details).
 type notifier struct {
 	targets []workflows.NotifyTarget
+	links   []workflows.LinkProof
 	mu      sync.Mutex
 	got     []workflows.Notification
+}
+
+// sentLink is the proof of a link with secret sent to to through via.
+func sentLink(secret, to, via string) workflows.LinkProof {
+	return workflows.LinkProof{Digest: workflows.LinkDigest(secret), Recipient: to, Channel: via}
 }
 
 func (n *notifier) Targets() []workflows.NotifyTarget { return n.targets }
@@ -33,13 +40,18 @@ func (n *notifier) Deliver(_ context.Context, x workflows.Notification) (workflo
 	n.mu.Lock()
 	n.got = append(n.got, x)
 	n.mu.Unlock()
+	var links []workflows.LinkProof
+	var details []any
+	if x.Event == workflows.NotifyWaiting && len(n.links) > 0 {
+		links, details = n.links, []any{n.links}
+	}
 	switch x.Target {
 	case "down":
-		return workflows.Delivery{}, temporal.NewApplicationError("down (webhook): HTTP 500", "NotifyFailed")
+		return workflows.Delivery{}, temporal.NewApplicationErrorWithOptions("down (webhook): HTTP 500", "NotifyFailed", temporal.ApplicationErrorOptions{Details: details})
 	case "refuses":
-		return workflows.Delivery{}, temporal.NewNonRetryableApplicationError("refuses (webhook): HTTP 404", "NotifyRefused", nil)
+		return workflows.Delivery{}, temporal.NewApplicationErrorWithOptions("refuses (webhook): HTTP 404", "NotifyRefused", temporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 	}
-	return workflows.Delivery{Target: x.Target, Kind: "webhook", Detail: "HTTP 200"}, nil
+	return workflows.Delivery{Target: x.Target, Kind: "webhook", Detail: "HTTP 200", Links: links}, nil
 }
 
 // attempts lists "target event call" for each attempt, in order.
@@ -183,11 +195,13 @@ tools:
 func TestDecisionsByLink(t *testing.T) {
 	s := newSigners(t)
 	linkKey, pol := linkPolicy(t, s)
-	n := &notifier{targets: []workflows.NotifyTarget{target("ops", workflows.NotifyWaiting)}}
+	n := &notifier{targets: []workflows.NotifyTarget{target("ops", workflows.NotifyWaiting)},
+		links: []workflows.LinkProof{sentLink("team-slack", "team", "slack"), sentLink("alice-mail", "alice", "email"), sentLink("bob-mail", "bob", "email")}}
 	f := newFixture(t, withPolicy(pol), withNotifier(n))
+	secrets := map[string]string{"slack": "team-slack", "email": "alice-mail"}
 	byLink := func(name, action, via string, edit func(*signed.Claims)) *updateOutcome {
 		c := signed.Claims{Approver: name, WorkflowID: "default-test-workflow-id", Action: action, CallID: "c-1", ArgsDigest: f.digest("c-1"),
-			Asked: f.asked("c-1"), Via: via, IssuedAt: f.env.Now().Unix(), Expiry: f.env.Now().Unix() + 300}
+			Asked: f.asked("c-1"), Via: via, Link: secrets[via], IssuedAt: f.env.Now().Unix(), Expiry: f.env.Now().Unix() + 300}
 		if action == signed.ActionReject {
 			c.Reason = "no"
 		}
@@ -224,6 +238,10 @@ func TestDecisionsByLink(t *testing.T) {
 			return s.decide(f, "alice", signed.ActionApprove, "c-1", func(c *signed.Claims, in *workflows.DecisionInput) { c.Via, in.Via = "slack", "slack" })
 		}()
 		cases["a via the token does not sign"] = s.decide(f, "alice", signed.ActionApprove, "c-1", func(_ *signed.Claims, in *workflows.DecisionInput) { in.Via = "slack" })
+		cases["a link the run never sent"] = byLink("alice", signed.ActionApprove, "slack", func(c *signed.Claims) { c.Link = "made-with-the-link-key" })
+		cases["no link secret"] = byLink("alice", signed.ActionApprove, "email", func(c *signed.Claims) { c.Link = "" })
+		cases["bob's e-mail link, as alice"] = byLink("alice", signed.ActionApprove, "email", func(c *signed.Claims) { c.Link = "bob-mail" })
+		cases["the Slack link as an e-mail"] = byLink("alice", signed.ActionApprove, "email", func(c *signed.Claims) { c.Link = "team-slack" })
 	})
 	f.at(2*time.Minute, func() {
 		for name, c := range cases {
@@ -243,6 +261,10 @@ func TestDecisionsByLink(t *testing.T) {
 		"the link key cannot edit":      "edits, answers or grants",
 		"alice's own key with a via":    "not signed by the policy's via_key",
 		"a via the token does not sign": `via "slack" is not the one alice's token signs`,
+		"a link the run never sent":     "this run sent no slack link with this secret for call c-1's wait",
+		"no link secret":                "it carries no link secret",
+		"bob's e-mail link, as alice":   "this run sent no email link to alice with this secret",
+		"the Slack link as an e-mail":   "this run sent no email link to alice with this secret",
 	} {
 		require.ErrorContains(t, cases[name].err, want, name)
 	}
@@ -261,16 +283,25 @@ func TestDecisionsByLink(t *testing.T) {
 // With no policy a click's channel is recorded as given, and only slack or
 // email are channels.
 func TestViaWithoutPolicy(t *testing.T) {
-	f := newFixture(t)
-	var bad, good *updateOutcome
+	// The link was sent by a delivery that then failed: its details still
+	// tell the run of it, and it decides.
+	n := &notifier{targets: []workflows.NotifyTarget{target("down", workflows.NotifyWaiting)}, links: []workflows.LinkProof{sentLink("mail-secret", "alice@example.com", "email")}}
+	f := newFixture(t, withNotifier(n))
+	var bad, unsent, noLink, asRule, good *updateOutcome
 	f.at(time.Minute, func() {
 		bad = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice", ArgsDigest: f.digest("c-1"), Via: "carrier pigeon"})
+		unsent = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice@example.com", ArgsDigest: f.digest("c-1"), Via: "email", Link: "guessed"})
+		noLink = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice@example.com", ArgsDigest: f.digest("c-1"), Via: "email"})
+		asRule = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "Rule:small-refunds", ArgsDigest: f.digest("c-1")})
 	})
 	f.at(2*time.Minute, func() {
-		good = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice@example.com", ArgsDigest: f.digest("c-1"), Via: "email"})
+		good = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", Approver: "alice@example.com", ArgsDigest: f.digest("c-1"), Via: "email", Link: "mail-secret"})
 	})
 	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
 	require.ErrorContains(t, bad.err, `via "carrier pigeon" refused: want slack, email or webhook`)
+	require.ErrorContains(t, unsent.err, "this run sent no email link to alice@example.com with this secret")
+	require.ErrorContains(t, noLink.err, "it carries no link secret")
+	require.ErrorContains(t, asRule.err, `approver "Rule:small-refunds" refused: names starting with rule: or grant: are the run's own`)
 	require.NoError(t, good.err)
 	i := slices.IndexFunc(res.Trace, func(r workflows.TraceRecord) bool { return r.Status == workflows.TraceApproved })
 	require.Equal(t, "alice@example.com: email", res.Trace[i].Via)

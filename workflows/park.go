@@ -62,6 +62,10 @@ type ParkedWait struct {
 	By           string           `json:"decided_by,omitempty"`
 	Approval     *tool.Approval   `json:"approval,omitempty"`
 	Rejection    string           `json:"rejection,omitempty"`
+	// Via and Links (rules version 9): the decisions made by link so far,
+	// and the links the run's deliveries sent for this wait.
+	Via   []string    `json:"via,omitempty"`
+	Links []LinkProof `json:"links,omitempty"`
 }
 
 // FallbackFrame is a call that failed and is answered by the fallback in
@@ -142,7 +146,7 @@ func (r *run) parkedCarry() []ParkedCall {
 func (pk *parked) carried() ParkedCall {
 	p := pk.wait
 	return ParkedCall{Wait: ParkedWait{Interrupt: p.Interrupt, Need: p.need, ProposedNeed: p.proposed, Notes: p.notes, Data: p.data,
-		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason},
+		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason, Via: p.via, Links: p.links},
 		Depth: pk.depth, Round: pk.round, Note: pk.note, FallbackOf: pk.frames}
 }
 
@@ -153,7 +157,7 @@ func (r *run) restoreParked() []*pending {
 	for _, pc := range r.Parked {
 		w := pc.Wait
 		p := &pending{Interrupt: w.Interrupt, need: w.Need, proposed: w.ProposedNeed, notes: w.Notes, data: w.Data,
-			decided: w.Decided, by: w.By, approval: w.Approval, reason: w.Rejection}
+			decided: w.Decided, by: w.By, approval: w.Approval, reason: w.Rejection, via: w.Via, links: w.Links}
 		r.pending = append(r.pending, p)
 		ps = append(ps, p)
 	}

@@ -3,6 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -37,6 +39,49 @@ type RewindNote struct {
 	// Token is the operator's signed rewind (signed.ActionRewind), under a
 	// policy.
 	Token string `json:"token,omitempty"`
+	// Reset (rules version 9) is the reset's id: the reset's request id,
+	// which its reason names (ResetMark) and, under a policy, the token
+	// signs (signed.Claims.Reset). The run takes the note only in the run
+	// that reset made.
+	Reset string `json:"reset,omitempty"`
+}
+
+// ResetMark is how a reset's reason names its id: toolgate rewind ends
+// the reason it gives the reset with it.
+func ResetMark(id string) string { return "reset " + id }
+
+// ResetActivity is the local activity a rewound run (rules version 9)
+// reads its own reset with: the WorkflowTaskFailed event of cause
+// RESET_WORKFLOW its history holds at the note's event.
+const ResetActivity = "toolgate.reset"
+
+// ResetRequest names a run and the event its reset should be at.
+type ResetRequest struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Event      int64  `json:"event"`
+}
+
+// ResetEvent is what ResetActivity found at that event: a reset (Found),
+// the run it reset (BaseRunID), the run it made (NewRunID) and its reason.
+type ResetEvent struct {
+	Found     bool   `json:"found"`
+	BaseRunID string `json:"base_run_id,omitempty"`
+	NewRunID  string `json:"new_run_id,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// isResetID tells an id toolgate rewind makes: 32 lowercase hex digits.
+func isResetID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxTokenBytes bounds a token in a rewind note.
@@ -58,6 +103,8 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		return "", none, refusal(RefusedInput, "rewind note refused: the token has %d bytes, at most %d", len(n.Token), MaxTokenBytes)
 	case len(n.By) > MaxNameBytes || len(n.Tool) > MaxNameBytes:
 		return "", none, refusal(RefusedInput, "rewind note refused: by and tool are at most %d bytes", MaxNameBytes)
+	case r.version >= versionTrust3 && !isResetID(n.Reset):
+		return "", none, refusal(RefusedInput, "rewind note refused: reset must name the reset it comes with (its request id, 32 hex digits, which its reason names): this run takes a rewind only from the reset it names")
 	}
 	if r.engine == nil {
 		if n.Token != "" {
@@ -78,6 +125,10 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		err = refusal(RefusedUnauthorized, "%s's token signs a rewind of run %s to %s from preview %s, not this one (run %s to %s from preview %s)",
 			c.Approver, clip(c.Source, MaxNameBytes), clip(c.CallID, MaxNameBytes), clipDigest(c.Preview), n.BaseRunID, n.CallID, clipDigest(n.Preview))
 	}
+	if err == nil && r.version >= versionTrust3 && c.Reset != n.Reset {
+		err = refusal(RefusedUnauthorized, "%s's token signs the rewind of reset %q, not this note's (%q): a rewind's token covers the one reset it names",
+			c.Approver, clip(c.Reset, 64), n.Reset)
+	}
 	if err != nil {
 		return "", c, err
 	}
@@ -93,7 +144,11 @@ func clipDigest(d string) string {
 
 // rewound records a rewind note the run takes: who rewound it, to which
 // call, from which preview. A note it refuses is kept in state.refused.
-func (r *run) rewound(n RewindNote) error {
+// From rules version 9 the note must come with the reset that made this
+// run — the one it names, of the run it names, at the event it names — and
+// its token is claimed on the server (spent.go): no second reset, however
+// like the first, takes it.
+func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
 	info := workflow.GetInfo(r.root)
 	if info.OriginalRunID == "" || info.OriginalRunID == info.WorkflowExecution.RunID {
 		return errors.New("rewind note refused: this run was not reset (it is its chain's run " + info.WorkflowExecution.RunID + " as it started)")
@@ -104,12 +159,41 @@ func (r *run) rewound(n RewindNote) error {
 		}
 	}
 	by, c, err := r.checkRewind(n)
+	if err == nil && r.version >= versionTrust3 {
+		if err = r.checkReset(ctx, n); err == nil {
+			err = r.claimToken(ctx, n.Token, c.Approver)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	r.spend(n.Token, c)
 	r.record(tool.Call{ID: n.CallID, Tool: n.Tool}, TraceRecord{Status: TraceRewound, Approver: by, Reason: rewindReason(n)})
 	r.publish(r.root)
+	return nil
+}
+
+// checkReset reads the reset at the note's event from this run's own
+// history (ResetActivity) and makes sure it is the note's: a reset of the
+// note's base run that made this run, whose reason names the note's reset.
+func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
+	info := workflow.GetInfo(ctx)
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	var ev ResetEvent
+	req := ResetRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Event: n.Event}
+	if err := workflow.ExecuteLocalActivity(lctx, ResetActivity, req).Get(lctx, &ev); err != nil {
+		return fmt.Errorf("rewind note refused: reading this run's reset at event %d: %s", n.Event, clip(errorText(err), 300))
+	}
+	switch {
+	case !ev.Found:
+		return fmt.Errorf("rewind note refused: this run's history holds no reset at event %d, where the note says it was reset", n.Event)
+	case ev.NewRunID != info.WorkflowExecution.RunID || ev.BaseRunID != n.BaseRunID:
+		return fmt.Errorf("rewind note refused: the reset at event %d reset run %s into run %s; the note names a reset of run %s into this run (%s)",
+			n.Event, clip(ev.BaseRunID, MaxNameBytes), clip(ev.NewRunID, MaxNameBytes), n.BaseRunID, info.WorkflowExecution.RunID)
+	case !strings.Contains(ev.Reason, ResetMark(n.Reset)):
+		return fmt.Errorf("rewind note refused: the reset that made this run is not the one the note names (its reason %q does not say %q): a rewind note is taken only in the run its own reset made",
+			clip(ev.Reason, 300), ResetMark(n.Reset))
+	}
 	return nil
 }
 

@@ -39,15 +39,15 @@ func (f *fixture) checkRewind(note workflows.RewindNote) (string, error) {
 func TestARewindIsAnOperatorsSignedAct(t *testing.T) {
 	s := operatorPolicy(newSigners(t))
 	f := newFixture(t, withPolicy(s.policy))
-	preview := strings.Repeat("ab", 32)
+	preview, reset := strings.Repeat("ab", 32), strings.Repeat("0f", 16)
 	note := func(who string, c signed.Claims) workflows.RewindNote {
-		n := workflows.RewindNote{CallID: "c-1", Tool: "close_ticket", Step: 1, BaseRunID: "run-1", Event: 4, Preview: preview, By: who}
+		n := workflows.RewindNote{CallID: "c-1", Tool: "close_ticket", Step: 1, BaseRunID: "run-1", Event: 4, Preview: preview, By: who, Reset: reset}
 		if who != "" {
 			if c.Action == "" {
 				c.Action = signed.ActionRewind
 			}
 			if c.CallID == "" {
-				c.CallID, c.Source, c.Preview = n.CallID, n.BaseRunID, n.Preview
+				c.CallID, c.Source, c.Preview, c.Reset = n.CallID, n.BaseRunID, n.Preview, n.Reset
 			}
 			n.Token = s.token(f, who, c)
 		}
@@ -62,14 +62,18 @@ func TestARewindIsAnOperatorsSignedAct(t *testing.T) {
 			want string
 		}{
 			{note("alice", signed.Claims{}), "alice holds [support]; rewinding or forking a run needs one of the operators' roles [finance]"},
-			{note("bob", signed.Claims{CallID: "c-1", Source: "run-1", Preview: strings.Repeat("cd", 32)}), "bob's token signs a rewind of run run-1 to c-1 from preview cdcdcdcdcdcdcdcd, not this one"},
-			{note("bob", signed.Claims{CallID: "c-2", Source: "run-1", Preview: preview}), "to c-2"},
-			{note("bob", signed.Claims{CallID: "c-1", Source: "run-0", Preview: preview}), "of run run-0"},
+			{note("bob", signed.Claims{CallID: "c-1", Source: "run-1", Preview: strings.Repeat("cd", 32), Reset: reset}), "bob's token signs a rewind of run run-1 to c-1 from preview cdcdcdcdcdcdcdcd, not this one"},
+			{note("bob", signed.Claims{CallID: "c-2", Source: "run-1", Preview: preview, Reset: reset}), "to c-2"},
+			{note("bob", signed.Claims{CallID: "c-1", Source: "run-0", Preview: preview, Reset: reset}), "of run run-0"},
+			{note("bob", signed.Claims{CallID: "c-1", Source: "run-1", Preview: preview, Reset: strings.Repeat("1e", 16)}),
+				`bob's token signs the rewind of reset "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e", not this note's ("0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f")`},
+			{note("bob", signed.Claims{CallID: "c-1", Source: "run-1", Preview: preview}), `signs the rewind of reset ""`},
+			{workflows.RewindNote{CallID: "c-1", BaseRunID: "run-1", Preview: preview}, "reset must name the reset it comes with"},
 			{note("bob", signed.Claims{Action: signed.ActionApprove}), `signs "approve", not "rewind"`},
 			{note("bob", signed.Claims{WorkflowID: "another-run"}), `is for run "another-run"`},
 			{note("", signed.Claims{}), "unsigned"},
-			{workflows.RewindNote{CallID: "3", BaseRunID: "run-1", Preview: preview}, `call_id "3"`},
-			{workflows.RewindNote{CallID: "c-1", BaseRunID: "run-1", Preview: "short"}, "64 hex digits"},
+			{workflows.RewindNote{CallID: "3", BaseRunID: "run-1", Preview: preview, Reset: reset}, `call_id "3"`},
+			{workflows.RewindNote{CallID: "c-1", BaseRunID: "run-1", Preview: "short", Reset: reset}, "64 hex digits"},
 		} {
 			_, err := f.checkRewind(tc.note)
 			require.ErrorContains(t, err, tc.want)

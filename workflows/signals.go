@@ -57,7 +57,7 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 				if err != nil {
 					return DecisionResult{}, asFailure(err)
 				}
-				res, err := r.decide(u.verb, in)
+				res, err := r.decide(ctx, u.verb, in)
 				return res, asFailure(err)
 			},
 			workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
@@ -147,7 +147,7 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 			refuse("", err)
 			return
 		}
-		if _, err := r.decide(verb(name), in); err != nil {
+		if _, err := r.decide(ctx, verb(name), in); err != nil {
 			refuse(in.CallID, err)
 		}
 	case SignalMessage:
@@ -174,7 +174,7 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 			refuse("", fmt.Errorf("rewind note refused: %v", err))
 			return
 		}
-		if err := r.rewound(n); err != nil {
+		if err := r.rewound(ctx, n); err != nil {
 			refuse(n.CallID, err)
 		}
 	default:

@@ -49,7 +49,7 @@ func (r *run) state() State {
 	}
 	return State{Status: r.status(), Goal: r.in.Goal, Turn: r.Turn, Queued: len(r.Messages), Next: r.next(), Interrupts: interrupts, Memo: r.memo.stats(),
 		Calls: r.Calls, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Refused: r.Refused, TraceDropped: r.TraceDropped,
-		Policy: r.engine != nil, RequestedBy: r.RequestedBy, Grants: r.Grants}
+		Policy: r.engine != nil, RequestedBy: r.RequestedBy, ForkedBy: r.ForkedBy, Grants: r.Grants}
 }
 
 // publish keeps what operators see current: the run's details in the Temporal

@@ -20,16 +20,26 @@ import (
 // start token can never start a second run.
 
 // SpentToken is a token a run chain has taken: the first half of its
-// SHA-256 (hex) and when it expires (Unix seconds). It is forgotten once
-// expired: a token that has expired is refused anyway.
+// SHA-256 (hex), when it expires (Unix seconds) and, from rules version 9,
+// who signed it. It is forgotten once expired: a token that has expired is
+// refused anyway.
 type SpentToken struct {
 	ID  string `json:"id"`
 	Exp int64  `json:"exp"`
+	By  string `json:"by,omitempty"`
 }
 
-// MaxSpentTokens bounds the unexpired tokens a run chain has taken; a token
-// past it is refused until older ones expire (at most signed.MaxLifetime).
+// MaxSpentTokens bounds the unexpired tokens a run chain remembers. Before
+// rules version 9 a token past it is refused until older ones expire (at
+// most signed.MaxLifetime); from version 9 the list is only a cache in front
+// of the claims recorded outside the run (spent.go), and the oldest entries
+// are forgotten instead.
 const MaxSpentTokens = 1024
+
+// MaxTokensPerSigner bounds the unexpired tokens one signer may have spent in
+// a run chain (rules version 9), so that no signer can crowd out another:
+// past it, only that signer's tokens are refused until older ones expire.
+const MaxTokensPerSigner = 256
 
 // StartMarkerWorkflow is the workflow type a signed start claims its token
 // with: a child workflow that does nothing, whose workflow id
@@ -57,14 +67,28 @@ func (r *run) checkFresh(token string, c signed.Claims) error {
 		return refusal(RefusedUnauthorized, "%s's token refused: it is valid for %s (iat to exp), longer than the %s this worker's policy allows (max_token_lifetime)",
 			c.Approver, life, limit)
 	}
-	id, now, live := tokenID(token), r.now().Unix(), 0
+	id, now, live, mine := tokenID(token), r.now().Unix(), 0, 0
 	for _, s := range r.Spent {
 		if s.ID == id {
 			return refusal(RefusedUnauthorized, "%s's token was taken already in this run chain: a token is taken once (sign a new one)", c.Approver)
 		}
 		if s.Exp > now {
 			live++
+			if s.By == c.Approver {
+				mine++
+			}
 		}
+	}
+	if r.version >= versionTrust3 {
+		switch {
+		case r.claiming[id]:
+			return refusal(RefusedUnauthorized, "%s's token is being taken by another request right now: a token is taken once", c.Approver)
+		case mine >= MaxTokensPerSigner:
+			return refusal(RefusedUnauthorized, "%s's token refused: %s has spent %d tokens in this run chain that are still valid, at most %d per signer "+
+				"(so that no signer can crowd out another); try again once older ones expire (a token lives at most %s)",
+				c.Approver, c.Approver, mine, MaxTokensPerSigner, r.engine.Policy().TokenLifetime())
+		}
+		return nil
 	}
 	if live >= MaxSpentTokens {
 		return refusal(RefusedUnauthorized, "%s's token refused: this run chain has taken %d tokens that are still valid, at most %d; try again once older ones expire",
@@ -80,7 +104,14 @@ func (r *run) spend(token string, c signed.Claims) {
 	}
 	now := r.now().Unix()
 	r.Spent = slices.DeleteFunc(r.Spent, func(s SpentToken) bool { return s.Exp <= now })
-	r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry})
+	if r.version < versionTrust3 {
+		r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry})
+		return
+	}
+	r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry, By: c.Approver})
+	if over := len(r.Spent) - MaxSpentTokens; over > 0 { // a cache: the claim outside the run is the guard
+		r.Spent = slices.Delete(r.Spent, 0, over)
+	}
 }
 
 // claimStart makes a signed start the only run its token ever starts: it

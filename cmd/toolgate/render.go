@@ -52,6 +52,9 @@ func printState(w io.Writer, s workflows.State) {
 	if s.RequestedBy != "" {
 		fmt.Fprintf(w, "requested by: %s (who may approve none of its calls)\n", oneLine(s.RequestedBy))
 	}
+	if len(s.ForkedBy) > 0 {
+		fmt.Fprintf(w, "forked by: %s (who may approve none of its calls either)\n", oneLine(strings.Join(s.ForkedBy, ", ")))
+	}
 	for _, g := range s.Grants {
 		printGrant(w, g)
 	}

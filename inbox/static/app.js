@@ -392,8 +392,10 @@
       const body = { run: box.dataset.run, to: box.dataset.to, expect: box.dataset.digest, operator: name };
       if (sign) {
         const now = Math.floor(Date.now() / 1000);
+        // reset names the one reset this rewind makes (its request id): the run takes the note only there.
+        const reset = hexOf(crypto.getRandomValues(new Uint8Array(16)));
         body.token = await signToken(signer.key, { sub: name, wid: body.run, act: 'rewind', call: body.to,
-          source: box.dataset.source, preview: body.expect, iat: now, exp: now + VALID_S });
+          source: box.dataset.source, preview: body.expect, reset, iat: now, exp: now + VALID_S });
       }
       say(msg, 'rewinding…');
       const out = await api('/api/rewind', JSON.stringify(body));

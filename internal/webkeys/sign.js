@@ -165,7 +165,7 @@
       if (!/^-?[1-9][0-9]{0,18}$/.test(c.asked)) throw new Error('asked is not an integer');
       out.push('"asked":' + c.asked);
     }
-    for (const k of ['edited_digest', 'data_digest', 'note', 'reason', 'input_digest', 'source', 'preview', 'via']) if (c[k]) str(k, c[k]);
+    for (const k of ['edited_digest', 'data_digest', 'note', 'reason', 'input_digest', 'source', 'preview', 'via', 'link', 'reset']) if (c[k]) str(k, c[k]);
     int('iat', c.iat); int('exp', c.exp);
     return '{' + out.join(',') + '}';
   }

@@ -1,0 +1,90 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// This file keeps what a run chain has spent where no reset rolls it back
+// (rules version 9). A reset — toolgate's rewind, or the stock CLI's, with
+// or without reapply — rolls a run's state back, and with it the chain's
+// list of spent tokens (tokens.go): a token copied from the old history
+// would be taken again. So every signed act a run takes (a decision, a
+// grant, a revoke, a rewind note) is first claimed on the server: a marker
+// child workflow (StartMarkerWorkflow, which does nothing) is started under
+// a workflow id derived from the token, with the id reuse policy
+// REJECT_DUPLICATE, and the server refuses a second start of that id for as
+// long as the namespace keeps closed workflows (its retention, days; a
+// token lives an hour at most). A signed start and a fork already claim
+// their token so (claimStart). A decision by link is claimed per link and
+// approver: the link's secret decides once for each approver.
+//
+// The spent list in the run's state stays, as a cache: an update validator
+// cannot start a workflow, so it refuses a token the chain has just taken
+// without a history event.
+
+// SpentMarkerPrefix starts the workflow id of a use claimed on the server
+// (rules version 9): SpentMarkerPrefix + the token's id, or + "link-" and
+// the digest of a link's secret and the approver who used it.
+const SpentMarkerPrefix = "toolgate-spent-"
+
+// claimUse records one use, named id, on the server: it starts the marker
+// child workflow SpentMarkerPrefix+id, which the server refuses to start
+// twice. what says what is used ("alice's token"), for the refusal.
+func (r *run) claimUse(ctx workflow.Context, id, what string) error {
+	if r.claiming[id] {
+		return refusal(RefusedUnauthorized, "%s is being taken by another request right now: it is taken once", what)
+	}
+	r.claiming[id] = true
+	defer delete(r.claiming, id)
+	wid := SpentMarkerPrefix + id
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            wid,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowRunTimeout:    time.Minute,
+	})
+	err := workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
+	switch {
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+		return refusal(RefusedUnauthorized, "%s was used already: its use is recorded on the server (workflow %s), outside the run, "+
+			"so no reset or rewind gives it back; it is used once (sign a new one)", what, wid)
+	case err != nil:
+		return refusal(RefusedUnauthorized, "recording the use of %s (workflow %s) failed: %s; nothing was decided, send it again",
+			what, wid, clip(errorText(err), 300))
+	}
+	return nil
+}
+
+// claimToken claims a signed token's use (rules version 9 and a policy).
+func (r *run) claimToken(ctx workflow.Context, token, approver string) error {
+	if r.version < versionTrust3 || r.engine == nil || token == "" {
+		return nil
+	}
+	return r.claimUse(ctx, tokenID(token), approver+"'s token")
+}
+
+// claimDecision claims a signed decision's use: a decision by link is
+// claimed as its link's use by its approver (the listener signs a new token
+// for each click, so the link is what is spent), any other as its token.
+func (r *run) claimDecision(ctx workflow.Context, d ruling) error {
+	if r.version < versionTrust3 || r.engine == nil {
+		return nil
+	}
+	if d.via != "" {
+		return r.claimUse(ctx, linkUseID(d.link, d.by), "this "+d.via+" link, for "+d.by+",")
+	}
+	return r.claimToken(ctx, d.token, d.by)
+}
+
+// linkUseID names one approver's use of one link: the first half of the
+// SHA-256 of the link's secret and the approver's name.
+func linkUseID(secret, approver string) string {
+	sum := sha256.Sum256([]byte(secret + "\x00" + approver))
+	return "link-" + hex.EncodeToString(sum[:16])
+}
