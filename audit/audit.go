@@ -70,6 +70,7 @@ import (
 	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 // Entry kinds.
@@ -266,7 +267,8 @@ func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
 	if len(evs) == 0 || evs[0].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED {
 		return Report{}, errors.New("not a run's history: it does not start with WorkflowExecutionStarted")
 	}
-	a := &auditor{pol: pol, version: -1, updates: map[string]int{}, inputs: map[int]decisionPayload{}, claims: map[int]signed.Claims{}}
+	a := &auditor{pol: pol, version: -1, updates: map[string]int{}, inputs: map[int]decisionPayload{}, claims: map[int]signed.Claims{},
+		notifies: map[int64]workflows.Notification{}}
 	a.rep.Version = -1
 	a.rep.PolicyFrom = "given"
 	if pol == nil {

@@ -44,6 +44,13 @@ type auditor struct {
 	rewinds   []int                  // entry indexes of the rewind notes
 	notes     []workflows.RewindNote // and their notes, in the same order
 	ran       []ranCall              // tool activities scheduled, in event order
+	// notifies are the waiting calls' deliveries by scheduled event id, and
+	// links what they reported sent (rules version 9); forkAt is the fork
+	// activity's scheduled event, forkers who forked the run and its sources.
+	notifies map[int64]workflows.Notification
+	links    []sentLinks
+	forkAt   int64
+	forkers  []string
 	locals    []localRun
 	runRes    *workflows.RunResult
 	traceAt   int64 // the event holding the trace
@@ -96,6 +103,7 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 			Fork         *workflows.Fork `json:"fork"`
 			Carry        *struct {
 				RequestedBy string                  `json:"requested_by"`
+				ForkedBy    []string                `json:"forked_by"`
 				Config      *workflows.WorkerConfig `json:"config"`
 				Grants      []workflows.Grant       `json:"grants"`
 			} `json:"carry"`
@@ -115,7 +123,7 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 			a.rep.Notes = append(a.rep.Notes, fmt.Sprintf("the run's input carries a previous run's state, but the run was started by %s, not continued as new by AgentRun: "+
 				"the tool specs, policy, requester and grants in that carry are not the chain's and are not taken", attrs.GetInitiator()))
 		default:
-			a.continued, a.reqBy, a.carried = true, in.Carry.RequestedBy, in.Carry.Grants
+			a.continued, a.reqBy, a.carried, a.forkers = true, in.Carry.RequestedBy, in.Carry.Grants, in.Carry.ForkedBy
 			if in.Carry.Config != nil {
 				a.takeConfig(in.Carry.Config)
 			}
@@ -133,6 +141,7 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 		return a.marker(at, id, ev.GetMarkerRecordedEventAttributes())
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 		s := ev.GetActivityTaskScheduledEventAttributes()
+		a.scheduled(id, s)
 		rc := ranCall{at: at, eventID: id, tool: s.GetActivityType().GetName()}
 		if err := decodePayload(s.GetInput(), &rc.req); err != nil {
 			rc.bad = err.Error()
@@ -140,6 +149,15 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 			rc.bad = "no call_id"
 		}
 		a.ran = append(a.ran, rc)
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		c := ev.GetActivityTaskCompletedEventAttributes()
+		a.activityDone(id, c.GetScheduledEventId(), c.GetResult(), nil)
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		f := ev.GetActivityTaskFailedEventAttributes()
+		a.activityDone(id, f.GetScheduledEventId(), nil, &failureDetails{f.GetFailure().GetApplicationFailureInfo().GetDetails()})
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		f := ev.GetActivityTaskTimedOutEventAttributes()
+		a.activityDone(id, f.GetScheduledEventId(), nil, &failureDetails{f.GetFailure().GetTimeoutFailureInfo().GetLastHeartbeatDetails()})
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 		u := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
 		req := u.GetAcceptedRequest()

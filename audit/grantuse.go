@@ -31,8 +31,8 @@ func (a *auditor) matchGrant(x *Execution, spec tool.Spec, ap *tool.Approval) (s
 		return "", fmt.Errorf("grant %s by %s let it run, and the policy decides %s: a grant never answers a verdict reached by failing closed", id, by, describeVerdict(v))
 	case v.Need.Count > 1:
 		return "", fmt.Errorf("grant %s by %s let it run, and the policy decides %s: a grant never answers a quorum", id, by, describeVerdict(v))
-	case by == a.reqBy && by != "":
-		return "", fmt.Errorf("grant %s is by %s, who requested the run and may let none of its calls through", id, by)
+	case a.barred(by):
+		return "", fmt.Errorf("grant %s is by %s, who %s the run and may let none of its calls through", id, by, a.barredAs(by))
 	}
 	if err := a.pol.Eligible(by, v.Need); err != nil {
 		return "", fmt.Errorf("grant %s by %s let it run, and %s may not decide it (%s): %v", id, by, by, describeVerdict(v), err)

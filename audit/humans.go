@@ -70,7 +70,7 @@ func (a *auditor) matchHuman(x *Execution, spec tool.Spec, after, before int64) 
 	}
 	var ok []string
 	for _, v := range votes {
-		if v.digest == x.Digest && v.by != a.reqBy && a.pol.Eligible(v.by, need) == nil && !slices.Contains(ok, v.by) {
+		if v.digest == x.Digest && !a.barred(v.by) && a.pol.Eligible(v.by, need) == nil && !slices.Contains(ok, v.by) {
 			ok = append(ok, v.by)
 		}
 	}

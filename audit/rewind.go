@@ -89,13 +89,19 @@ func (a *auditor) checkRewinds() {
 				reset = r
 			}
 		}
+		// Taken by the run: its trace records the rewind (unknown while the
+		// run has not completed). A note the run refused attributes nothing.
+		taken := a.runRes == nil || tracesRewind(a.runRes.Trace, n)
 		var problem string
 		switch {
 		case reset == nil:
 			problem = fmt.Sprintf("no reset of run %s precedes the note in this history: the run was not rewound as the note says", n.BaseRunID)
 		case reset.eventID != n.Event:
 			problem = fmt.Sprintf("the note names a reset of run %s to event %d, the history's is to event %d", n.BaseRunID, n.Event, reset.eventID)
-		case e.Verified || (e.Unsigned && !a.rep.Recorded):
+		case a.version >= versionTrust3 && !strings.Contains(reset.reason, workflows.ResetMark(n.Reset)):
+			problem = fmt.Sprintf("the reset at event %d is not the one the note names: its reason %q does not say %q (a rewind note covers the one reset it names)",
+				reset.eventID, reset.reason, workflows.ResetMark(n.Reset))
+		case taken && (e.Verified || (e.Unsigned && !a.rep.Recorded)):
 			attributed[reset.eventID] = true
 		}
 		if problem != "" {
@@ -105,7 +111,7 @@ func (a *auditor) checkRewinds() {
 			}
 			e.Problem = problem
 		}
-		if a.runRes != nil && !tracesRewind(a.runRes.Trace, n) {
+		if !taken {
 			e.Applied = false
 			e.Result += "; not taken by the run (its trace records no such rewind)"
 		}

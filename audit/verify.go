@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	commonpb "go.temporal.io/api/common/v1"
 
@@ -33,8 +34,14 @@ func (a *auditor) verify(t pendingToken) {
 		e.Tool = c.Grant.Tool
 	}
 	e.Channel = c.Via
-	if (t.action == signed.ActionStart || t.action == signed.ActionFork) && err == nil && e.Applied && !a.continued {
-		a.reqBy = c.Approver // a continued run keeps the chain's requester (its carry)
+	switch {
+	case err != nil || !e.Applied || a.continued: // a continued run keeps the chain's requester (its carry)
+	case t.action == signed.ActionFork && a.version >= versionTrust3:
+		if !slices.Contains(a.forkers, c.Approver) {
+			a.forkers = append(a.forkers, c.Approver) // the requester is the source's (the fork activity's result)
+		}
+	case t.action == signed.ActionStart || t.action == signed.ActionFork:
+		a.reqBy = c.Approver
 	}
 	if err != nil {
 		e.Problem = err.Error()
@@ -71,6 +78,11 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 			return c, errors.New("decision by link: the policy's via_key does not parse")
 		}
 		signer = "the policy's via_key"
+		if a.version >= versionTrust3 {
+			if err := a.linkSent(c, a.rep.Entries[t.at].EventID); err != nil {
+				return c, err
+			}
+		}
 	}
 	if _, err := signed.Verify(t.token, key); err != nil {
 		return c, fmt.Errorf("bad signature: not signed with %s in the policy", signer)
@@ -97,6 +109,9 @@ func (a *auditor) check(t pendingToken) (signed.Claims, error) {
 	if n := t.note; n != nil && (c.CallID != n.CallID || c.Source != n.BaseRunID || c.Preview != n.Preview) {
 		return c, fmt.Errorf("the token signs a rewind of run %s to %s from preview %s, not the note's (run %s to %s from preview %s)",
 			c.Source, c.CallID, clipDigest(c.Preview), n.BaseRunID, n.CallID, clipDigest(n.Preview))
+	}
+	if n := t.note; n != nil && a.version >= versionTrust3 && (c.Reset == "" || c.Reset != n.Reset) {
+		return c, fmt.Errorf("the token signs the rewind of reset %q, the note names reset %q: a rewind's token covers the one reset it names", c.Reset, n.Reset)
 	}
 	if in := t.in; in != nil {
 		switch {

@@ -84,6 +84,9 @@ type run struct {
 	forkStep []tool.Proposal
 	// claiming are the uses being claimed on the server now (spent.go).
 	claiming map[string]bool
+	// noted says whose rewind note this run took (rules version 9: one,
+	// the note of the reset that made it).
+	noted string
 
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }

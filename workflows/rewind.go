@@ -158,6 +158,9 @@ func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
 			return nil
 		}
 	}
+	if r.version >= versionTrust3 && r.noted != "" {
+		return fmt.Errorf("rewind note refused: this run has taken the note of the reset that made it already (%s): a reset is noted once", r.noted)
+	}
 	by, c, err := r.checkRewind(n)
 	if err == nil && r.version >= versionTrust3 {
 		if err = r.checkReset(ctx, n); err == nil {
@@ -168,6 +171,7 @@ func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
 		return err
 	}
 	r.spend(n.Token, c)
+	r.noted = fmt.Sprintf("by %s, to just before %s", by, n.CallID)
 	r.record(tool.Call{ID: n.CallID, Tool: n.Tool}, TraceRecord{Status: TraceRewound, Approver: by, Reason: rewindReason(n)})
 	r.publish(r.root)
 	return nil

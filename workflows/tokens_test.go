@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -92,4 +93,52 @@ func TestTakenTokensAreCarried(t *testing.T) {
 	require.NoError(t, grant.err)
 	require.Len(t, inputs[1].Carry.Spent, 2, "bob's grant and his rejection of c-1")
 	require.ErrorContains(t, replay.err, "bob's token was taken already in this run chain")
+}
+
+// One signer may spend at most MaxTokensPerSigner live tokens in a run
+// chain (rules version 9, issue 33 item 5): bob decides 320 refunds as they
+// come, five steps of 64; past his 256th token his decisions are refused,
+// saying why, and carol's are taken — no one signer crowds out another.
+func TestNoSignerCrowdsOutAnother(t *testing.T) {
+	s := newSigners(t)
+	f := newFixture(t, withPolicy(s.policy))
+	var turns [][]tool.Proposal
+	for step := range 5 {
+		var calls []tool.Proposal
+		for i := range workflows.MaxCallsPerStep {
+			calls = append(calls, refundCall(6000+100*step+i, ""))
+		}
+		turns = append(turns, calls)
+	}
+	var bobs, carols []*updateOutcome
+	for m := 1; m <= 5; m++ {
+		f.at(time.Duration(m)*time.Minute, func() {
+			for _, it := range f.state().Interrupts {
+				bobs = append(bobs, s.decide(f, "bob", signed.ActionReject, it.CallID, nil))
+			}
+		})
+	}
+	f.at(5*time.Minute+30*time.Second, func() {
+		for _, it := range f.state().Interrupts {
+			carols = append(carols, s.decide(f, "carol", signed.ActionReject, it.CallID, nil))
+		}
+	})
+	res := f.run(scripted(turns...))
+	require.Equal(t, workflows.StatusCompleted, res.Status)
+	taken, refused := 0, 0
+	for _, o := range bobs {
+		if o.err == nil {
+			taken++
+			continue
+		}
+		refused++
+		require.ErrorContains(t, o.err, "bob has spent 256 tokens in this run chain that are still valid, at most 256 per signer")
+	}
+	require.Equal(t, workflows.MaxTokensPerSigner, taken)
+	require.Equal(t, 5*workflows.MaxCallsPerStep-workflows.MaxTokensPerSigner, refused)
+	require.Len(t, carols, refused)
+	for _, o := range carols {
+		require.NoError(t, o.err, "carol is not crowded out by bob")
+	}
+	require.Empty(t, f.desk.payments)
 }
