@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,8 +96,9 @@ func TestInboxRewindsAndForksInChromium(t *testing.T) {
 	browse(t, ctx, "start the fork", chromedp.Click(chromedp.CSS("#startfork")))
 	await(t, ctx, "the page says the fork started", `document.getElementById('fmsg').textContent.includes('forked `+id+` at c-1 as `+forkID+`')`)
 	st := s.awaitCalls(forkID, "c-1")
-	if got := string(st.Interrupts[0].CallArgs); got != `{"ticket_id":"TKT-4"}` || st.RequestedBy != "olga" {
-		t.Errorf("the fork waits on c-1 with %s, requested by %q; want the edited arguments, requested by olga", got, st.RequestedBy)
+	if got := string(st.Interrupts[0].CallArgs); got != `{"ticket_id":"TKT-4"}` || st.RequestedBy != "" || !slices.Equal(st.ForkedBy, []string{"olga"}) {
+		t.Errorf("the fork waits on c-1 with %s, requested by %q, forked by %v; want the edited arguments, the source's requester (none), forked by olga",
+			got, st.RequestedBy, st.ForkedBy)
 	}
 
 	// Rewind to before c-1: the preview, then a stale confirmation, then the real one.

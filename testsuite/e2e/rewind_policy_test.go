@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,7 +92,7 @@ tools:
 	fork[5] = "policy-fork-2"
 	cli(0, append(fork, as("olga")...)...)
 	st := s.awaitCalls("policy-fork-2", "c-1")
-	if st.RequestedBy != "olga" || string(st.Interrupts[0].CallArgs) != `{"ticket_id":"TKT-2"}` {
+	if st.RequestedBy != "" || !slices.Equal(st.ForkedBy, []string{"olga"}) || string(st.Interrupts[0].CallArgs) != `{"ticket_id":"TKT-2"}` {
 		t.Errorf("olga's fork: %+v", st)
 	}
 }
