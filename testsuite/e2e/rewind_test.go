@@ -117,8 +117,9 @@ func TestRewindBeforeTheRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := strings.Repeat("0", 64)
-	if _, err := s.tg.Rewind(rewindCtx(t), id, "c-2", stale, tgclient.Operator{Name: "olga"}); !errors.Is(err, tgclient.ErrStale) {
-		t.Fatalf("rewind with a stale digest: %v, want ErrStale", err)
+	if _, err := s.tg.Rewind(rewindCtx(t), id, "c-2", stale, tgclient.Operator{Name: "olga"}); !errors.Is(err, tgclient.ErrStale) ||
+		!strings.Contains(err.Error(), "digest "+stale) || !strings.Contains(err.Error(), "digest "+p.Digest) {
+		t.Fatalf("rewind with a stale digest: %v, want ErrStale naming both digests whole", err)
 	}
 	after, err := s.client.DescribeWorkflowExecution(rewindCtx(t), id, "")
 	if err != nil {

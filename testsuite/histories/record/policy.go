@@ -49,6 +49,10 @@ var fixtureApprovers = []string{"alice", "bob", "carol", "dave"}
 type signers struct {
 	keys   map[string]ed25519.PrivateKey
 	policy *policy.Policy
+	// The notified flow's Slack fake and the link key its worker signs
+	// links with (the secret of a link is read from its token).
+	slack   *slackFake
+	linkKey ed25519.PrivateKey
 }
 
 // fixtureOperators is what the rewound and forked flows add to
