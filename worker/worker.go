@@ -236,7 +236,8 @@ func readReset(ctx context.Context, req workflows.ResetRequest) (workflows.Reset
 		if ev.GetEventId() > req.Event || a == nil || a.GetCause() != enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW {
 			break
 		}
-		return workflows.ResetEvent{Found: true, BaseRunID: a.GetBaseRunId(), NewRunID: a.GetNewRunId(), Reason: a.GetFailure().GetMessage()}, nil
+		return workflows.ResetEvent{Found: true, BaseRunID: a.GetBaseRunId(), NewRunID: a.GetNewRunId(), Made: a.GetNewRunId() == req.RunID,
+			Reason: a.GetFailure().GetMessage()}, nil
 	}
 	return workflows.ResetEvent{}, nil
 }

@@ -63,11 +63,14 @@ type ResetRequest struct {
 }
 
 // ResetEvent is what ResetActivity found at that event: a reset (Found),
-// the run it reset (BaseRunID), the run it made (NewRunID) and its reason.
+// the run it reset (BaseRunID), the run it made (NewRunID), whether that is
+// the run asking (Made: told by the activity, so a replay under another run
+// id decides the same) and its reason.
 type ResetEvent struct {
 	Found     bool   `json:"found"`
 	BaseRunID string `json:"base_run_id,omitempty"`
 	NewRunID  string `json:"new_run_id,omitempty"`
+	Made      bool   `json:"made,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 }
 
@@ -149,8 +152,12 @@ func clipDigest(d string) string {
 // its token is claimed on the server (spent.go): no second reset, however
 // like the first, takes it.
 func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
+	// Before rules version 9 this run tells it was reset by its run id, which
+	// a replayer may give otherwise (a replay then refuses the note, issuing
+	// no command either way); from 9 the reset activity tells, its answer
+	// recorded in the history (checkReset).
 	info := workflow.GetInfo(r.root)
-	if info.OriginalRunID == "" || info.OriginalRunID == info.WorkflowExecution.RunID {
+	if r.version < versionTrust3 && (info.OriginalRunID == "" || info.OriginalRunID == info.WorkflowExecution.RunID) {
 		return errors.New("rewind note refused: this run was not reset (it is its chain's run " + info.WorkflowExecution.RunID + " as it started)")
 	}
 	for _, rec := range r.Trace { // the same note twice (a retried rewind) is recorded once
@@ -191,7 +198,7 @@ func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
 	switch {
 	case !ev.Found:
 		return fmt.Errorf("rewind note refused: this run's history holds no reset at event %d, where the note says it was reset", n.Event)
-	case ev.NewRunID != info.WorkflowExecution.RunID || ev.BaseRunID != n.BaseRunID:
+	case !ev.Made || ev.BaseRunID != n.BaseRunID:
 		return fmt.Errorf("rewind note refused: the reset at event %d reset run %s into run %s; the note names a reset of run %s into this run (%s)",
 			n.Event, clip(ev.BaseRunID, MaxNameBytes), clip(ev.NewRunID, MaxNameBytes), n.BaseRunID, info.WorkflowExecution.RunID)
 	case !strings.Contains(ev.Reason, ResetMark(n.Reset)):

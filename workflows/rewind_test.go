@@ -1,7 +1,9 @@
 package workflows_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -84,13 +86,68 @@ func TestARewindIsAnOperatorsSignedAct(t *testing.T) {
 	f.at(2*time.Minute, func() {
 		st := f.state()
 		require.Len(t, st.Refused, 1)
-		require.Contains(t, st.Refused[0].Error, "this run was not reset")
+		require.Contains(t, st.Refused[0].Error, "this run's history holds no reset at event 4")
 		f.signedReject(s, "alice", "c-1", "no")
 	})
+	f.env.OnActivity(workflows.ResetActivity, mock.Anything, mock.Anything).Return(workflows.ResetEvent{}, nil) // never reset
 	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
 	for _, rec := range res.Trace {
 		require.NotEqual(t, workflows.TraceRewound, rec.Status, "a refused note is not recorded")
 	}
+}
+
+// A rewind note is taken only in the run its own reset made (rules version
+// 9): the reset at the note's event must be of the note's base run, have
+// made this run, and name the note's reset in its reason; the first note
+// that fits is taken, and no second one.
+func TestARewindNoteFitsItsReset(t *testing.T) {
+	s := operatorPolicy(newSigners(t))
+	f := newFixture(t, withPolicy(s.policy))
+	reset := strings.Repeat("0f", 16)
+	note := func(p string) workflows.RewindNote {
+		n := workflows.RewindNote{CallID: "c-1", Tool: "close_ticket", Step: 1, BaseRunID: "run-1", Event: 4, Preview: p, Reset: reset}
+		n.Token = s.token(f, "bob", signed.Claims{Action: signed.ActionRewind, CallID: n.CallID, Source: n.BaseRunID, Preview: p, Reset: reset})
+		return n
+	}
+	events := []workflows.ResetEvent{
+		{Found: true, BaseRunID: "run-0", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
+		{Found: true, BaseRunID: "run-1", NewRunID: "another", Made: false, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
+		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "mallory's reset"},
+		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
+	}
+	calls := 0
+	f.env.OnActivity(workflows.ResetActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, req workflows.ResetRequest) (workflows.ResetEvent, error) {
+		require.Equal(t, int64(4), req.Event)
+		ev := events[min(calls, len(events)-1)]
+		calls++
+		return ev, nil
+	})
+	f.at(time.Minute, func() {
+		for i := range 5 { // the fifth: a second note, after one was taken
+			f.env.SignalWorkflow(workflows.SignalRewound, note(fmt.Sprintf("%064x", i+1)))
+		}
+	})
+	var st workflows.State
+	f.at(2*time.Minute, func() { st = f.state(); f.signedReject(s, "alice", "c-1", "no") })
+	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
+	var refused []string
+	for _, r := range st.Refused {
+		refused = append(refused, r.Error)
+	}
+	require.Len(t, refused, 4, "%v", refused)
+	require.Contains(t, refused[0], "the reset at event 4 reset run run-0 into run this; the note names a reset of run run-1")
+	require.Contains(t, refused[1], "the reset at event 4 reset run run-1 into run another")
+	require.Contains(t, refused[2], `its reason "mallory's reset" does not say "reset 0f0f`)
+	require.Contains(t, refused[3], "this run has taken the note of the reset that made it already")
+	taken := 0
+	for _, rec := range res.Trace {
+		if rec.Status == workflows.TraceRewound {
+			taken++
+			require.Equal(t, "bob", rec.Approver)
+			require.Contains(t, rec.Reason, fmt.Sprintf("preview %064x", 4))
+		}
+	}
+	require.Equal(t, 1, taken)
 }
 
 // signedReject rejects callID as who, signed.
