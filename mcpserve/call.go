@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,15 +88,27 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, fixed *
 	} else {
 		st, err = s.propose(waitCtx, id, in, p)
 	}
-	asked := "" // the question asked of the client's user, if any
+	asked := map[string]bool{} // the waits asked of the client's user (waitKey), each once
+	note := ""                 // why the last wait was not asked by elicitation, if it was not
+	stopAsking := func() {}    // withdraws the question of a wait that is over
+	defer func() { stopAsking() }()
 	for err == nil && !st.Done {
 		if st.Waiting != nil {
-			pr.set(fmt.Sprintf("call %s (%s) waits for approval: toolgate approve %s %s", st.CallID, st.Tool, id, st.CallID))
-			if q := st.Waiting.CallID + "/" + string(st.Waiting.Kind); s.opts.ElicitApprovals && q != asked && canElicit(req.Session) {
-				asked = q
-				go s.elicit(waitCtx, req.Session, id, who, *st.Waiting)
+			msg := fmt.Sprintf("call %s (%s) waits for approval: toolgate approve %s %s", st.CallID, st.Tool, id, st.CallID)
+			if q := waitKey(st.Waiting); s.opts.ElicitApprovals && !asked[q] && canElicit(req.Session) {
+				asked[q] = true
+				stopAsking()
+				var ask string
+				if ask, note = question(id, *st.Waiting); note == "" {
+					stopAsking = s.startElicit(waitCtx, req.Session, id, who, ask, *st.Waiting)
+				}
 			}
+			if note != "" {
+				msg += "; " + note
+			}
+			pr.set(msg)
 		} else {
+			stopAsking()
 			pr.set(fmt.Sprintf("call %s (%s) runs in run %s", st.CallID, st.Tool, id))
 		}
 		var next workflows.CallStatus
@@ -108,11 +121,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, fixed *
 	}
 	switch {
 	case err == nil:
-		return done(id, st), nil
+		return done(id, st, note), nil
 	case errors.Is(err, client.ErrBusy):
 		return refusal(fmt.Sprintf("refused for now: %v; call again in a moment", err)), nil
 	case errors.Is(err, context.DeadlineExceeded) && st.CallID != "":
-		return notYet(id, st, s.opts.Wait), nil
+		return notYet(id, st, s.opts.Wait, note), nil
 	case errors.Is(err, context.DeadlineExceeded):
 		return refusal(fmt.Sprintf("not finished yet: the call of %s was not answered by run %s within %s. Call again with the same arguments (or the same %s) to wait for its result",
 			p.Tool, id, s.opts.Wait, MetaIdempotencyKey)), nil
@@ -243,11 +256,12 @@ func (s *Server) attach(ctx context.Context, id string, v any, p workflows.Propo
 }
 
 // poll reads how call st stands until it has changed (done, or it waits
-// now, or waits no more) or ctx is done. A query that fails is tried again,
-// but for a run or call that is not there.
+// now, or waits no more, or waits on another question: waitKey) or ctx is
+// done. A query that fails is tried again, but for a run or call that is
+// not there.
 func (s *Server) poll(ctx context.Context, id string, st workflows.CallStatus) (workflows.CallStatus, error) {
 	b := backoff{200 * time.Millisecond, 2 * time.Second}
-	waiting := st.Waiting != nil
+	waiting := waitKey(st.Waiting)
 	for {
 		if !pause.For(ctx, b.next()) {
 			return st, ctx.Err()
@@ -261,17 +275,18 @@ func (s *Server) poll(ctx context.Context, id string, st workflows.CallStatus) (
 				return st, ctx.Err()
 			}
 			s.opts.Logger.Warn("reading a call", "run", id, "call", st.CallID, "err", err)
-		case next.Done || (next.Waiting != nil) != waiting:
+		case next.Done || waitKey(next.Waiting) != waiting:
 			return next, nil
 		}
 	}
 }
 
-// done is the answer of a finished call.
-func done(id string, st workflows.CallStatus) *mcp.CallToolResult {
+// done is the answer of a finished call; elicited, if not "", says why a
+// wait of it was not asked by elicitation (in _meta toolgate/note).
+func done(id string, st workflows.CallStatus, elicited string) *mcp.CallToolResult {
 	meta := mcp.Meta{MetaCallID: st.CallID, MetaStatus: st.Status, MetaRun: id}
-	if st.Note != "" {
-		meta[MetaNote] = text.Clip(st.Note, maxMessageBytes)
+	if n := joinNotes(st.Note, elicited); n != "" {
+		meta[MetaNote] = text.Clip(n, maxMessageBytes)
 	}
 	switch st.Status {
 	case workflows.TraceOK, workflows.TraceCacheHit:
@@ -298,19 +313,36 @@ func done(id string, st workflows.CallStatus) *mcp.CallToolResult {
 	return out
 }
 
+// joinNotes joins the notes that are not "".
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 // notYet is the answer of a call still waiting for a human (or still
-// running) when the tools/call has waited long enough.
-func notYet(id string, st workflows.CallStatus, waited time.Duration) *mcp.CallToolResult {
+// running) when the tools/call has waited long enough; elicited as done's.
+func notYet(id string, st workflows.CallStatus, waited time.Duration, elicited string) *mcp.CallToolResult {
 	status, msg := StatusRunning, fmt.Sprintf("not finished yet: call %s (%s) still runs after %s. ", st.CallID, st.Tool, waited)
 	if st.Waiting != nil {
 		status = StatusWaiting
 		msg = fmt.Sprintf("not run yet: call %s (%s) waits for a human's approval (args_digest %s). Approve: toolgate approve %s %s. ",
 			st.CallID, st.Tool, st.ArgsDigest, id, st.CallID)
 	}
+	if elicited != "" {
+		msg += elicited + ". "
+	}
 	msg += fmt.Sprintf("Call again with the same arguments and _meta {%q: %q} (or the same %s) to wait for its result", MetaCallID, st.CallID, MetaIdempotencyKey)
 	sc := map[string]any{"status": status, "call_id": st.CallID, "args_digest": st.ArgsDigest, "run": id, "tool": st.Tool}
-	return &mcp.CallToolResult{IsError: true, StructuredContent: sc,
-		Meta:    mcp.Meta{MetaCallID: st.CallID, MetaStatus: status, MetaRun: id},
+	meta := mcp.Meta{MetaCallID: st.CallID, MetaStatus: status, MetaRun: id}
+	if elicited != "" {
+		meta[MetaNote] = elicited
+	}
+	return &mcp.CallToolResult{IsError: true, StructuredContent: sc, Meta: meta,
 		Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
 

@@ -81,7 +81,10 @@ func (f *fakeRuns) Propose(ctx context.Context, id string, start *workflows.RunI
 		}
 		f.reads[id+"/"+string(p.Args)] = true
 	case "close":
-		c.Waiting = &workflows.Interrupt{CallID: c.CallID, Tool: p.Tool, ArgsDigest: digest, Kind: workflows.KindGate, RequestedAt: time.Now()}
+		c.Waiting = &workflows.Interrupt{CallID: c.CallID, Tool: p.Tool, CallArgs: p.Args, ArgsDigest: digest, Kind: workflows.KindGate, RequestedAt: time.Now()}
+	case "hold": // a tool that asks a reviewer its own question (a compliance hold)
+		c.Waiting = &workflows.Interrupt{CallID: c.CallID, Tool: p.Tool, CallArgs: p.Args, ArgsDigest: digest, Kind: workflows.KindInterrupt,
+			Reason: "compliance: looks like SQL injection", RequestedAt: time.Now()}
 	default:
 		c.Done, c.Status, c.Error = true, "error", fmt.Sprintf("unknown tool %q", p.Tool)
 	}
@@ -114,6 +117,18 @@ func (f *fakeRuns) decide(id, callID, reason string) error {
 		c.Status, c.Result = "ok", json.RawMessage(`{"id":"TKT-3","status":"closed"}`)
 	}
 	return nil
+}
+
+// askAnew has call callID of run id wait anew (as after a rewind): the same
+// question, a later requested_at.
+func (f *fakeRuns) askAnew(id, callID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.calls[id+"/"+callID]; c != nil && c.Waiting != nil {
+		w := *c.Waiting
+		w.RequestedAt = w.RequestedAt.Add(time.Second)
+		c.Waiting = &w
+	}
 }
 
 // waitingCall waits until run id has a call waiting for a human and says which.

@@ -18,6 +18,16 @@ import (
 // OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name another.
 const ServiceName = "toolgate"
 
+// Option changes what OTLP exports.
+type Option func(*options)
+
+type options struct{ encrypted bool }
+
+// Encrypted says the worker's payloads are encrypted (its client has a
+// codec): the spans are exported through Redact, without error texts or
+// any attribute but toolgate's own and the SDK's ids.
+func Encrypted() Option { return func(o *options) { o.encrypted = true } }
+
 // OTLP returns a TracerProvider that exports spans in batches to the
 // OTLP/gRPC collector at endpoint: "host:port" (TLS with the host's root
 // certificates, or plaintext when insecure), "http://host:port" (plaintext)
@@ -27,19 +37,28 @@ const ServiceName = "toolgate"
 //
 // The OTEL_EXPORTER_OTLP_* environment variables (headers, certificate,
 // timeout, compression) apply too; endpoint and insecure win over theirs.
+// With Encrypted, every span goes out through Redact.
 // Call Shutdown once the worker has stopped: it sends the spans still queued.
-func OTLP(ctx context.Context, endpoint string, insecure bool) (*sdktrace.TracerProvider, error) {
+func OTLP(ctx context.Context, endpoint string, insecure bool, opts ...Option) (*sdktrace.TracerProvider, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	hostport, plain, err := Target(endpoint, insecure)
 	if err != nil {
 		return nil, err
 	}
-	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(hostport)}
+	gopts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(hostport)}
 	if plain {
-		opts = append(opts, otlptracegrpc.WithInsecure())
+		gopts = append(gopts, otlptracegrpc.WithInsecure())
 	}
-	exp, err := otlptracegrpc.New(ctx, opts...)
+	var exp sdktrace.SpanExporter
+	exp, err = otlptracegrpc.New(ctx, gopts...)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP exporter for %s: %w", endpoint, err)
+	}
+	if o.encrypted {
+		exp = Redact(exp)
 	}
 	// Later options win: the environment may rename the service.
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", ServiceName)),

@@ -6,7 +6,8 @@
 // toolgate.fallback — as children of the SDK's workflow span, with the
 // attributes listed in package workflows (decision, rule, approver, memo hit
 // or miss, attempts, fallback from and to). OTLP builds a TracerProvider that
-// exports to an OTLP/gRPC collector.
+// exports to an OTLP/gRPC collector. Redact (OTLP's Encrypted) keeps a
+// payload's text out of the spans of a worker whose payloads are encrypted.
 //
 //	tp, err := tracing.OTLP(ctx, "127.0.0.1:4317", true)
 //	…

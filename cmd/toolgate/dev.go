@@ -36,7 +36,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	aguiAddr := fs.String("agui-address", "", "also serve AG-UI at http://HOST:PORT/agui and the example chat page at http://HOST:PORT/ (loopback)")
 	af := addAGUIFlags(fs)
 	sv := servingFlags(fs)
-	tel, err := c.parseServing(ctx, fs, args, sv)
+	tel, err := c.parseServing(ctx, fs, args, sv, keyFile)
 	if err != nil {
 		return err
 	}

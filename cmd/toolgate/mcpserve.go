@@ -103,8 +103,9 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	keyFile := fs.String("key", "", "with --stdio and a worker --policy: --as NAME's signing key (toolgate keys new), so the runs start signed by NAME, their verified requester")
 	wait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "how long a tools/call stays open for a call that waits for a human")
 	hf := addMCPHTTPFlags(fs)
-	elicit := fs.Bool("approve-by-elicitation", false, "let a client that supports MCP elicitation ask its own user to approve or reject a waiting call "+
-		"(recorded as approver elicitation:NAME); refused with --policy: the agent's host is not an authenticated approver")
+	elicit := fs.Bool("approve-by-elicitation", false, "let a client that supports MCP elicitation ask its own user to approve or reject a call waiting at the gate, shown whole "+
+		"(recorded as approver elicitation:NAME; never a tool's own question, nor a call whose arguments do not fit a question whole: an operator decides those); "+
+		"refused with --policy: the agent's host is not an authenticated approver")
 	maxSessions := fs.Int("max-sessions-per-token", mcpserve.DefaultMaxSessionsPerToken, "with --listen: how many MCP sessions one token may have open at once")
 	if _, err := parse(fs, args); err != nil {
 		return err

@@ -215,7 +215,7 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 			rw.stop()
 		}
 	}()
-	tel, err := c.parseServing(ctx, fs, args, wf.sv)
+	tel, err := c.parseServing(ctx, fs, args, wf.sv, &wf.cn.EncryptionKeyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,8 @@ func servingFlags(fs *flag.FlagSet) serving {
 		allowAuto:   fs.Bool("allow-auto-approve", false, "let clients start runs with approval always_approve"),
 		metricsAddr: fs.String("metrics-address", "", "serve the worker's Prometheus metrics at http://HOST:PORT/metrics (empty: none)"),
 		otlpEndpoint: fs.String("otlp-endpoint", "", "export the worker's OpenTelemetry traces (the SDK's spans and toolgate's plan, gate, memo, run, fallback) "+
-			"to the OTLP/gRPC collector at HOST:PORT, over TLS unless --otlp-insecure or given as http://HOST:PORT (empty: no tracing)"),
+			"to the OTLP/gRPC collector at HOST:PORT, over TLS unless --otlp-insecure or given as http://HOST:PORT (empty: no tracing); "+
+			"with --encryption-key-file, spans carry no error text and no attributes but toolgate's own and the SDK's ids"),
 		otlpInsecure: fs.Bool("otlp-insecure", false, "with --otlp-endpoint: connect to the collector in plaintext, without TLS"),
 		policyFile:   fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 		mcpFile:      mcpFlag(fs),
@@ -91,8 +92,10 @@ type telemetry struct {
 }
 
 // parseServing parses args and starts what the flags ask for: the metrics
-// endpoint, the OTLP exporter. Stop them with stop once the worker has stopped.
-func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string, sv serving) (*telemetry, error) {
+// endpoint, the OTLP exporter. keyFile is the flag of the worker's
+// encryption key file: with one, spans go out redacted (tracing.Redact).
+// Stop them with stop once the worker has stopped.
+func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string, sv serving, keyFile *string) (*telemetry, error) {
 	if _, err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -105,7 +108,7 @@ func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string,
 	}
 	tel := &telemetry{metrics: m}
 	if *sv.otlpEndpoint != "" {
-		if err := c.startTracing(ctx, tel, *sv.otlpEndpoint, *sv.otlpInsecure); err != nil {
+		if err := c.startTracing(ctx, tel, *sv.otlpEndpoint, *sv.otlpInsecure, *keyFile != ""); err != nil {
 			tel.stop()
 			return nil, err
 		}
@@ -113,9 +116,14 @@ func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string,
 	return tel, nil
 }
 
-// startTracing exports traces to the collector at endpoint and says where.
-func (c *cli) startTracing(ctx context.Context, tel *telemetry, endpoint string, insecure bool) error {
-	tp, err := tracing.OTLP(ctx, endpoint, insecure)
+// startTracing exports traces to the collector at endpoint and says where;
+// encrypted: the worker's payloads are, so its spans are redacted.
+func (c *cli) startTracing(ctx context.Context, tel *telemetry, endpoint string, insecure, encrypted bool) error {
+	var opts []tracing.Option
+	if encrypted {
+		opts = append(opts, tracing.Encrypted())
+	}
+	tp, err := tracing.OTLP(ctx, endpoint, insecure, opts...)
 	if err != nil {
 		return fmt.Errorf("--otlp-endpoint: %w", err)
 	}
@@ -129,6 +137,9 @@ func (c *cli) startTracing(ctx context.Context, tel *telemetry, endpoint string,
 	how := "TLS"
 	if plain {
 		how = "plaintext"
+	}
+	if encrypted {
+		how += "; payloads are encrypted, so spans carry no error text and only toolgate's attributes and the SDK's ids"
 	}
 	fmt.Fprintf(c.stdout, "traces to %s (OTLP/gRPC, %s)\n", hostport, how)
 	return nil

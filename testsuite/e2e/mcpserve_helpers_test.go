@@ -129,8 +129,14 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 // for none: the run is named from the session).
 func mcpConnect(t *testing.T, url, token, run string) *mcp.ClientSession {
 	t.Helper()
+	return mcpConnectWith(t, url, token, run, nil)
+}
+
+// mcpConnectWith is mcpConnect with the client's options (its handlers).
+func mcpConnectWith(t *testing.T, url, token, run string, co *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	hc := &http.Client{Transport: headers{token: token, run: run, base: http.DefaultTransport}}
-	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-e2e-go", Version: "1.0.0"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-e2e-go", Version: "1.0.0"}, co)
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
