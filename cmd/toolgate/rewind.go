@@ -152,6 +152,13 @@ func printPreview(w io.Writer, p timeline.Preview) {
 	for _, d := range p.Dropped {
 		fmt.Fprintf(w, "  %s %s %s by %s\n", oneLine(d.ID), oneLine(d.Tool), oneLine(d.Decision), oneLine(d.Approver))
 	}
+	fmt.Fprintln(w, "grants and revokes dropped (a dropped grant lets no call through; a dropped revoke puts its grant back in force):")
+	if len(p.Grants) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, g := range p.Grants {
+		fmt.Fprintf(w, "  %s\n", oneLine(g.String()))
+	}
 	fmt.Fprintln(w, "reads that run again if proposed:")
 	if len(p.Reads) == 0 {
 		fmt.Fprintln(w, "  none")
