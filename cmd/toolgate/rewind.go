@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
@@ -177,7 +178,13 @@ func orNone(s string) string {
 	return s
 }
 
-// fork is `toolgate fork ID --at CALL --id NEW`.
+// forkWait bounds how long `toolgate fork` waits for the fork to take up
+// its source (the worker reads the source's history, with retries).
+const forkWait = 2 * time.Minute
+
+// fork is `toolgate fork ID --at CALL --id NEW`: it starts the fork and
+// waits until the run has taken up its source; a fork the run refuses exits
+// non-zero with the run's refusal.
 func (c *cli) fork(ctx context.Context, args []string) error {
 	fs := c.flags("fork")
 	cn := c.connFlags(fs)
@@ -210,6 +217,13 @@ func (c *cli) fork(ctx context.Context, args []string) error {
 	defer closeFn()
 	run, err := tg.Fork(ctx, pos[0], *at, *id, raw, op)
 	if err != nil {
+		return err
+	}
+	// The server takes the start before the run checks it: wait for the
+	// run to take up its source, or to refuse.
+	wctx, cancel := context.WithTimeout(ctx, forkWait)
+	defer cancel()
+	if err := tg.AwaitFork(wctx, run.GetID(), run.GetRunID()); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "forked %s at %s as %s (run %s): see toolgate status %s\n", oneLine(pos[0]), oneLine(*at), oneLine(*id), run.GetRunID(), oneLine(*id))
