@@ -182,3 +182,31 @@ func TestUpdateIDsDependOnThreadInterruptAndAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A resume whose metadata.approver takes a name the run or a door writes
+// itself (rule:…, grant:…, policy:…, elicitation:…, webhook:…, slack:…, in
+// any case) is refused with 400, naming the reserved prefixes, and nothing
+// reaches the run; a person's name is taken.
+func TestAnApproverNameTheRunWritesIsRefused(t *testing.T) {
+	f, h, first := twoWaiting(t, nil)
+	its := interruptsOfFinish(t, last(first))
+	msgs := snapshotMessages(t, first)
+	answer := func(approver string) map[string]any {
+		return input("t1", msgs, resolved(its[0]["id"], map[string]any{"approved": true}, map[string]any{"approver": approver}),
+			resolved(its[1]["id"], map[string]any{"approved": true}, map[string]any{"approver": "alice"}))
+	}
+	for _, name := range []string{"rule:small-refunds", "grant:bob", "policy:always_approve", "elicitation:alice", "webhook:ops", "slack:U123", "Rule:x", "SLACK:bob"} {
+		rec := post(t, h, answer(name))
+		if body := rec.Body.String(); rec.Code != 400 || !strings.Contains(body, "metadata.approver") ||
+			!strings.Contains(body, "rule:, grant:, policy:, elicitation:, webhook:, slack: are reserved") {
+			t.Errorf("metadata.approver %q: %d %q, want 400 naming the reserved prefixes", name, rec.Code, body)
+		}
+	}
+	if len(f.decisions) != 0 {
+		t.Fatalf("a refused resume reached the run: %+v", f.decisions)
+	}
+	events(t, post(t, h, answer("carol")))
+	if len(f.decisions) != 2 || f.decisions[0].in.Approver != "carol" || f.decisions[1].in.Approver != "alice" {
+		t.Fatalf("decisions %+v, want carol's and alice's", f.decisions)
+	}
+}
