@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,9 @@ import (
 )
 
 // twoWaiting is a run of thread t1 whose turn 1 has two calls waiting at
-// the gate (c-1, c-2), with the messages a client that saw them holds.
-func twoWaiting(t *testing.T, edit func(*fakeRun)) (*fake, *Handler, []event) {
+// the gate (c-1, c-2), with the messages a client that saw them holds; its
+// requests carry callerToken.
+func twoWaiting(t *testing.T, edit func(*fakeRun), opts ...func(*Options)) (*fake, http.Handler, []event) {
 	t.Helper()
 	f := newFake()
 	f.onStart = func(r *fakeRun) {
@@ -29,7 +31,7 @@ func twoWaiting(t *testing.T, edit func(*fakeRun)) (*fake, *Handler, []event) {
 			r.st.Status, r.st.Answer = workflows.StatusWaitingForInput, "done"
 		}
 	}
-	h := newHandler(t, f)
+	h := asCaller(newHandler(t, f, opts...), callerToken) // ignored unless opts set Callers
 	evs := firstTurn(t, h)
 	if its := interruptsOfFinish(t, last(evs)); len(its) != 2 {
 		t.Fatalf("interrupts %v", its)
@@ -88,7 +90,7 @@ func TestAnAnswerPastExpiresAtIsRefusedButACancelIsTaken(t *testing.T) {
 }
 
 func TestARunUnderAPolicyTakesOnlySignedAnswers(t *testing.T) {
-	f, h, first := twoWaiting(t, func(r *fakeRun) { r.st.Policy = true })
+	f, h, first := twoWaiting(t, func(r *fakeRun) { r.st.Policy, r.st.RequestedBy = true, "carol" }, callers("carol", nil))
 	its := interruptsOfFinish(t, last(first))
 	if md := its[0]["metadata"].(map[string]any); md["signed"] != true || md["asked"] == "" {
 		t.Fatalf("metadata %v", md)

@@ -21,14 +21,14 @@ const sendTimeout = 30 * time.Second
 // serve decides what a checked request does to its thread's run (start it,
 // send it a message, resume its waiting calls, or nothing: a reconnect),
 // does it, and streams the turn.
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *request) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *request, caller Caller) {
 	ctx := r.Context()
 	thread := req.in.ThreadID
 	unlock, ok := h.threads.lock(thread, ctx.Done())
 	if !ok {
 		return
 	}
-	s := &streamer{h: h, req: req, wfid: WorkflowID(thread), thread: thread, w: w}
+	s := &streamer{h: h, req: req, wfid: WorkflowID(thread), thread: thread, w: w, caller: caller}
 	s.act(ctx)
 	unlock() // what changes the run is done: following it needs no lock
 	if s.out != nil && s.out.err == nil && s.turn > 0 {
@@ -74,6 +74,10 @@ func (s *streamer) act(ctx context.Context) {
 		s.failNow(failf(refusalCode(err), "reading thread %s's run: %s", thread, text.Clip(err.Error(), 300)))
 		return
 	}
+	if rerr := requester(st, thread); rerr != nil {
+		s.failNow(rerr)
+		return
+	}
 	seen := st.Turn + st.Queued
 	switch {
 	case len(req.resume) > 0 && users > seen:
@@ -104,6 +108,10 @@ func (s *streamer) start(ctx context.Context, textMsg string) {
 	h := s.h
 	in := workflows.RunInput{Goal: textMsg, Planner: h.opts.Planner, Session: true,
 		ApprovalTimeout: workflows.Duration(h.opts.ApprovalTimeout), IdleTimeout: workflows.Duration(h.opts.IdleTimeout)}
+	if rerr := h.signedStart(&in, s.wfid, s.thread, s.caller); rerr != nil {
+		s.failNow(rerr)
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	if err := h.b.Start(sctx, s.wfid, in); err != nil {
@@ -112,14 +120,29 @@ func (s *streamer) start(ctx context.Context, textMsg string) {
 		return
 	}
 	s.openStarted()
-	if s.waitFor(ctx, func(st workflows.State) bool { return st.Turn >= 1 }) {
-		s.turn = 1
+	// A signed start has taken once the run names its requester (or the
+	// run refused it, and has closed: waitFor says why).
+	var seen workflows.State
+	if !s.waitFor(ctx, func(st workflows.State) bool {
+		seen = st
+		return st.Turn >= 1 && (in.RequestToken == "" || st.RequestedBy != "")
+	}) {
+		return
 	}
+	if rerr := requester(seen, s.thread); rerr != nil {
+		_ = s.out.fail(rerr.code, rerr.msg)
+		return
+	}
+	s.turn = 1
 }
 
 // message sends the run the new user message; the stream follows its turn.
 func (s *streamer) message(ctx context.Context, st workflows.State, textMsg string) {
 	h := s.h
+	if rerr := mayMessage(st, s.thread, s.caller); rerr != nil {
+		s.failNow(rerr)
+		return
+	}
 	switch {
 	case len(st.Interrupts) > 0:
 		s.failNow(failf("interrupts_open", "%d calls wait for a decision: resume them first (answer every interrupt of the last RUN_FINISHED)", len(st.Interrupts)))
@@ -184,6 +207,14 @@ func (s *streamer) waitFor(ctx context.Context, ok func(workflows.State) bool) b
 		lastErr = err
 		if errors.Is(err, client.ErrUnknownRun) || time.Now().After(deadline) {
 			break
+		}
+		if info, derr := h.b.Describe(ctx, s.wfid); derr == nil && !info.Running {
+			why := ""
+			if info.Failure != "" {
+				why = ": " + info.Failure
+			}
+			_ = s.out.fail("run_closed", text.Clip(fmt.Sprintf("the run of thread %s has closed%s", s.thread, why), 1000))
+			return false
 		}
 		if !pause.For(ctx, h.opts.Poll) {
 			return false
