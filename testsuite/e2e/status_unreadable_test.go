@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,15 +11,16 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
 )
 
 // `toolgate status` of a run whose result it cannot decode says so, why and
 // what to do, and exits 1 — it shows no status (it used to say "failed"
-// with exit 0): a run of an
-// encrypting worker read without --encryption-key-file (and, with the key,
-// it shows the run completed), and a run named AgentRun whose result is not
-// a RunResult.
+// with exit 0): a run of an encrypting worker read without
+// --encryption-key-file (and, with the key, it shows the run completed), one
+// that waits at the gate (its state cannot be read), and a run named
+// AgentRun whose result is not a RunResult.
 func TestStatusOfAnUnreadableRunSaysSoAndFails(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -45,6 +47,24 @@ func TestStatusOfAnUnreadableRunSaysSoAndFails(t *testing.T) {
 	}
 	if out := cli(0, "status", id, "--encryption-key-file", keys); !strings.Contains(out, "status: "+workflows.StatusCompleted) || !strings.Contains(out, "found it") {
 		t.Errorf("toolgate status with the key:\n%s", out)
+	}
+
+	// A run that waits at the gate: its state cannot be read without the key.
+	closePlan := writeFile(t, dir, "close.json", `{"goal":"close","planner":{"kind":"scripted","answer":"closed",
+  "turns":[[{"tool":"close_ticket","args":{"ticket_id":"TKT-1"}}]]}}`)
+	const waiting = "encrypted-waiting"
+	cli(0, "run", "--id", waiting, "--plan", closePlan, "--encryption-key-file", keys)
+	testenv.Eventually(t, waitTimeout, waiting+" at the gate", func() error {
+		if out, code := runCLI(t, waitTimeout, "next", waiting, "--address", s.server.Address(), "--encryption-key-file", keys); code != 0 || !strings.Contains(out, "gate:close_ticket") {
+			return fmt.Errorf("toolgate next: exit %d: %s", code, out)
+		}
+		return nil
+	})
+	out = cli(1, "status", waiting)
+	for _, want := range []string{"the state of run " + waiting + " cannot be read", "pass --encryption-key-file FILE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("toolgate status of a waiting run without the key, want %q:\n%s", want, out)
+		}
 	}
 
 	// A workflow named AgentRun, of another worker, whose result is a string.
