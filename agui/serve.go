@@ -52,7 +52,11 @@ func (s *streamer) act(ctx context.Context) {
 		s.failNow(failf("foreign_thread", "thread %s names a run this endpoint did not start: it serves only the threads it started", thread))
 		return
 	case !info.Running:
-		s.failNow(failf("run_closed", "thread %s's run has closed: start a new thread", thread))
+		why := ""
+		if info.Failure != "" {
+			why = " (" + info.Failure + ")"
+		}
+		s.failNow(failf("run_closed", "thread %s's run has closed%s: start a new thread", thread, why))
 		return
 	}
 	users := len(req.users)

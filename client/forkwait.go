@@ -56,11 +56,14 @@ func (n notYet) Error() string { return n.err.Error() }
 func (c *Client) forkTaken(ctx context.Context, id, runID string) (bool, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, runID)
 	if err != nil {
-		return false, c.classify(id, err)
+		if err = c.classify(id, err); errors.Is(err, ErrUnknownRun) {
+			return false, err
+		}
+		return false, notYet{err}
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if _, err := c.Result(ctx, id); err != nil {
-			return false, fmt.Errorf("fork %s (run %s) was started and refused: %w", id, runID, err)
+			return false, fmt.Errorf("fork %s (run %s) was started, and has ended: %w", id, runID, err)
 		}
 		return true, nil
 	}
@@ -70,7 +73,7 @@ func (c *Client) forkTaken(ctx context.Context, id, runID string) (bool, error) 
 	}
 	var trace []workflows.TraceRecord
 	if err := v.Get(&trace); err != nil {
-		return false, fmt.Errorf("decoding the trace of fork %s: %w", id, err)
+		return false, refused(ErrUnreadable, fmt.Sprintf("the trace of fork %s cannot be read: %v", id, err))
 	}
 	return slices.ContainsFunc(trace, func(r workflows.TraceRecord) bool { return r.Status == workflows.TraceForked }), nil
 }
