@@ -46,6 +46,9 @@ type RunInfo struct {
 	// Door is the run's memo toolgate_door ("" if none, or if the run is
 	// not an AgentRun).
 	Door string
+	// Failure is why a closed run failed, if it did ("" for one that
+	// runs, completed, or whose failure could not be read).
+	Failure string
 }
 
 // BackendOption configures NewBackend.
@@ -90,6 +93,11 @@ func (b *backend) Describe(ctx context.Context, id string) (RunInfo, error) {
 	ri := RunInfo{Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}
 	if info.GetType().GetName() != workflows.WorkflowName {
 		return ri, nil
+	}
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		if _, err := b.c.Result(ctx, id); err != nil {
+			ri.Failure = text.Clip(err.Error(), 1000)
+		}
 	}
 	if p := info.GetMemo().GetFields()[DoorMemo]; p != nil {
 		var door string

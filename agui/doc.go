@@ -35,13 +35,18 @@
 // the endpoint refuses), at most MaxBodyBytes, and decode exactly: an unknown
 // field, a key given twice or in another case, or data after the value is
 // refused naming the field. Counts and sizes are bounded (MaxMessages,
-// MaxResumeEntries, workflows.MaxMessageBytes …). The endpoint does not
-// authenticate its callers: whoever reaches it may start threads and, for a
-// run without a worker policy, decide its calls (as metadata.approver, or
-// DefaultApprover) — so it listens on loopback unless told otherwise, with
-// TLS. It holds no credential and decides nothing itself: the run validates
-// every decision again, and under a worker policy a decision must carry its
-// approver's signed token in metadata.token. Every refusal says why: a
+// MaxResumeEntries, workflows.MaxMessageBytes …). Unless Options.Callers
+// authenticates them by bearer token, the endpoint does not know its
+// callers: whoever reaches it may start threads and, for a run without a
+// worker policy, decide its calls (as metadata.approver, or DefaultApprover;
+// never a name of ReservedApproverPrefixes) — so it listens on loopback
+// unless told otherwise, with TLS. It decides nothing itself: the run
+// validates every decision again, and under a worker policy a decision must
+// carry its approver's signed token in metadata.token. Under a policy
+// (Options.Policy) a thread's run is started signed by its caller's key, so
+// the run has a verified requester, who may approve none of its calls and
+// alone sends it messages; a start no caller can sign is refused, and so is
+// a thread whose run is held to a policy without a requester. Every refusal says why: a
 // request the endpoint cannot take is an HTTP 4xx with a text body; a request
 // the run's state refuses (a thread of another door, a closed run, a partial
 // resume, an expired interrupt, an unsigned decision …) is a RUN_ERROR event

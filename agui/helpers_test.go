@@ -3,6 +3,7 @@ package agui
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -187,4 +188,28 @@ func interruptsOfFinish(t *testing.T, e event) []map[string]any {
 		out = append(out, it.(map[string]any))
 	}
 	return out
+}
+
+// callerToken is the bearer token callers gives its caller.
+const callerToken = "tg_caller"
+
+// callers sets Options.Callers to one caller, name with key, whose token is
+// callerToken.
+func callers(name string, key ed25519.PrivateKey) func(*Options) {
+	return func(o *Options) {
+		o.Callers = func(token string) (Caller, bool) {
+			if token != callerToken {
+				return Caller{}, false
+			}
+			return Caller{Name: name, Key: key}, true
+		}
+	}
+}
+
+// asCaller sends every request to h with token as its bearer.
+func asCaller(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(w, r)
+	})
 }

@@ -65,6 +65,17 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock interrupts' expiresAt are checked against (default time.Now).
 	Now func() time.Time
+	// Callers, if set, authenticates every request by its bearer token
+	// (Authorization: Bearer TOKEN) and says who calls; a request without a
+	// token it knows is refused (401). Nil: callers are not authenticated.
+	Callers func(token string) (Caller, bool)
+	// Policy says the worker of the runs has an approval policy. A thread's
+	// run is then started signed by its caller (Callers, with a Key), its
+	// verified requester, who may decide none of its calls; a start no
+	// caller can sign is refused, saying how to fix it. Whatever Policy
+	// says, a thread whose run is held to a policy takes new messages from
+	// its requester only, and one with no requester is refused altogether.
+	Policy bool
 }
 
 // Handler serves AG-UI at Path (see the package documentation).
@@ -160,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Allow", "POST, OPTIONS")
 		if hd.Get("Access-Control-Allow-Origin") != "" {
 			hd.Set("Access-Control-Allow-Methods", "POST")
-			hd.Set("Access-Control-Allow-Headers", "Content-Type, Accept")
+			hd.Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization")
 			hd.Set("Access-Control-Max-Age", "600")
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -169,6 +180,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		hd.Set("Allow", "POST, OPTIONS")
 		writeRefusal(w, refuse(http.StatusMethodNotAllowed, "method %s: AG-UI takes POST (a RunAgentInput)", text.Clip(r.Method, 20)))
+		return
+	}
+	caller, bad := h.authenticate(r)
+	if bad != nil {
+		hd.Set("WWW-Authenticate", `Bearer realm="toolgate agui"`)
+		writeRefusal(w, bad)
 		return
 	}
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
@@ -212,7 +229,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuse(http.StatusTooManyRequests, "%d streams are open, at most %d: post again later", h.opts.MaxStreams, h.opts.MaxStreams))
 		return
 	}
-	h.serve(w, r, req)
+	h.serve(w, r, req, caller)
 }
 
 // writeRefusal answers a refused request: its status, and why as text.

@@ -47,6 +47,24 @@ type resumeMetadata struct {
 // names nobody (metadata.approver).
 const DefaultApprover = "agui"
 
+// ReservedApproverPrefixes start the approver names the run and the doors
+// write themselves — a rule that decided (rule:ID), a grant (grant:NAME),
+// always_approve (policy:always_approve), an MCP client's user
+// (elicitation:NAME), a webhook's or a Slack message's link (webhook:…,
+// slack:…) — so a metadata.approver that starts with one (in any case) is
+// refused: it would pass a human's decision off as one of those.
+var ReservedApproverPrefixes = []string{"rule:", "grant:", "policy:", "elicitation:", "webhook:", "slack:"}
+
+// reservedPrefix is the reserved prefix name starts with, or "".
+func reservedPrefix(name string) string {
+	for _, p := range ReservedApproverPrefixes {
+		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
+			return p
+		}
+	}
+	return ""
+}
+
 var interruptIDPattern = regexp.MustCompile(`^(c-[1-9][0-9]{0,9}):(gate|interrupt):([0-9a-f]{16})$`)
 
 // InterruptID is the id of the interrupt of a waiting call: its call id, its
@@ -77,6 +95,10 @@ func parseResumeEntry(i int, raw json.RawMessage) (resumeEntry, *badRequest) {
 			return e, refuse(400, "%s.metadata.approver: %d bytes, at most %d", at, len(m.Approver), workflows.MaxNameBytes)
 		case m.Approver != "" && checkID(at+".metadata.approver", m.Approver) != nil:
 			return e, refuse(400, "%s.metadata.approver: control characters are refused", at)
+		case reservedPrefix(m.Approver) != "":
+			return e, refuse(400, "%s.metadata.approver %q: names starting with %s are reserved for what the run and the doors record themselves "+
+				"(a rule, a grant, a policy, an MCP elicitation, a webhook's or a Slack link); name the human who decides",
+				at, text.Clip(m.Approver, 100), strings.Join(ReservedApproverPrefixes, ", "))
 		}
 	}
 	p := e.Payload

@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,9 @@ import (
 )
 
 // twoWaiting is a run of thread t1 whose turn 1 has two calls waiting at
-// the gate (c-1, c-2), with the messages a client that saw them holds.
-func twoWaiting(t *testing.T, edit func(*fakeRun)) (*fake, *Handler, []event) {
+// the gate (c-1, c-2), with the messages a client that saw them holds; its
+// requests carry callerToken.
+func twoWaiting(t *testing.T, edit func(*fakeRun), opts ...func(*Options)) (*fake, http.Handler, []event) {
 	t.Helper()
 	f := newFake()
 	f.onStart = func(r *fakeRun) {
@@ -29,7 +31,7 @@ func twoWaiting(t *testing.T, edit func(*fakeRun)) (*fake, *Handler, []event) {
 			r.st.Status, r.st.Answer = workflows.StatusWaitingForInput, "done"
 		}
 	}
-	h := newHandler(t, f)
+	h := asCaller(newHandler(t, f, opts...), callerToken) // ignored unless opts set Callers
 	evs := firstTurn(t, h)
 	if its := interruptsOfFinish(t, last(evs)); len(its) != 2 {
 		t.Fatalf("interrupts %v", its)
@@ -88,7 +90,7 @@ func TestAnAnswerPastExpiresAtIsRefusedButACancelIsTaken(t *testing.T) {
 }
 
 func TestARunUnderAPolicyTakesOnlySignedAnswers(t *testing.T) {
-	f, h, first := twoWaiting(t, func(r *fakeRun) { r.st.Policy = true })
+	f, h, first := twoWaiting(t, func(r *fakeRun) { r.st.Policy, r.st.RequestedBy = true, "carol" }, callers("carol", nil))
 	its := interruptsOfFinish(t, last(first))
 	if md := its[0]["metadata"].(map[string]any); md["signed"] != true || md["asked"] == "" {
 		t.Fatalf("metadata %v", md)
@@ -180,5 +182,33 @@ func TestUpdateIDsDependOnThreadInterruptAndAnswer(t *testing.T) {
 		if o == id {
 			t.Fatal("another thread, interrupt or answer has the same update id")
 		}
+	}
+}
+
+// A resume whose metadata.approver takes a name the run or a door writes
+// itself (rule:…, grant:…, policy:…, elicitation:…, webhook:…, slack:…, in
+// any case) is refused with 400, naming the reserved prefixes, and nothing
+// reaches the run; a person's name is taken.
+func TestAnApproverNameTheRunWritesIsRefused(t *testing.T) {
+	f, h, first := twoWaiting(t, nil)
+	its := interruptsOfFinish(t, last(first))
+	msgs := snapshotMessages(t, first)
+	answer := func(approver string) map[string]any {
+		return input("t1", msgs, resolved(its[0]["id"], map[string]any{"approved": true}, map[string]any{"approver": approver}),
+			resolved(its[1]["id"], map[string]any{"approved": true}, map[string]any{"approver": "alice"}))
+	}
+	for _, name := range []string{"rule:small-refunds", "grant:bob", "policy:always_approve", "elicitation:alice", "webhook:ops", "slack:U123", "Rule:x", "SLACK:bob"} {
+		rec := post(t, h, answer(name))
+		if body := rec.Body.String(); rec.Code != 400 || !strings.Contains(body, "metadata.approver") ||
+			!strings.Contains(body, "rule:, grant:, policy:, elicitation:, webhook:, slack: are reserved") {
+			t.Errorf("metadata.approver %q: %d %q, want 400 naming the reserved prefixes", name, rec.Code, body)
+		}
+	}
+	if len(f.decisions) != 0 {
+		t.Fatalf("a refused resume reached the run: %+v", f.decisions)
+	}
+	events(t, post(t, h, answer("carol")))
+	if len(f.decisions) != 2 || f.decisions[0].in.Approver != "carol" || f.decisions[1].in.Approver != "alice" {
+		t.Fatalf("decisions %+v, want carol's and alice's", f.decisions)
 	}
 }

@@ -21,14 +21,14 @@ const sendTimeout = 30 * time.Second
 // serve decides what a checked request does to its thread's run (start it,
 // send it a message, resume its waiting calls, or nothing: a reconnect),
 // does it, and streams the turn.
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *request) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, req *request, caller Caller) {
 	ctx := r.Context()
 	thread := req.in.ThreadID
 	unlock, ok := h.threads.lock(thread, ctx.Done())
 	if !ok {
 		return
 	}
-	s := &streamer{h: h, req: req, wfid: WorkflowID(thread), thread: thread, w: w}
+	s := &streamer{h: h, req: req, wfid: WorkflowID(thread), thread: thread, w: w, caller: caller}
 	s.act(ctx)
 	unlock() // what changes the run is done: following it needs no lock
 	if s.out != nil && s.out.err == nil && s.turn > 0 {
@@ -52,7 +52,11 @@ func (s *streamer) act(ctx context.Context) {
 		s.failNow(failf("foreign_thread", "thread %s names a run this endpoint did not start: it serves only the threads it started", thread))
 		return
 	case !info.Running:
-		s.failNow(failf("run_closed", "thread %s's run has closed: start a new thread", thread))
+		why := ""
+		if info.Failure != "" {
+			why = " (" + info.Failure + ")"
+		}
+		s.failNow(failf("run_closed", "thread %s's run has closed%s: start a new thread", thread, why))
 		return
 	}
 	users := len(req.users)
@@ -72,6 +76,10 @@ func (s *streamer) act(ctx context.Context) {
 	st, err := h.b.State(ctx, s.wfid)
 	if err != nil {
 		s.failNow(failf(refusalCode(err), "reading thread %s's run: %s", thread, text.Clip(err.Error(), 300)))
+		return
+	}
+	if rerr := requester(st, thread); rerr != nil {
+		s.failNow(rerr)
 		return
 	}
 	seen := st.Turn + st.Queued
@@ -104,6 +112,10 @@ func (s *streamer) start(ctx context.Context, textMsg string) {
 	h := s.h
 	in := workflows.RunInput{Goal: textMsg, Planner: h.opts.Planner, Session: true,
 		ApprovalTimeout: workflows.Duration(h.opts.ApprovalTimeout), IdleTimeout: workflows.Duration(h.opts.IdleTimeout)}
+	if rerr := h.signedStart(&in, s.wfid, s.thread, s.caller); rerr != nil {
+		s.failNow(rerr)
+		return
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	if err := h.b.Start(sctx, s.wfid, in); err != nil {
@@ -112,14 +124,29 @@ func (s *streamer) start(ctx context.Context, textMsg string) {
 		return
 	}
 	s.openStarted()
-	if s.waitFor(ctx, func(st workflows.State) bool { return st.Turn >= 1 }) {
-		s.turn = 1
+	// A signed start has taken once the run names its requester (or the
+	// run refused it, and has closed: waitFor says why).
+	var seen workflows.State
+	if !s.waitFor(ctx, func(st workflows.State) bool {
+		seen = st
+		return st.Turn >= 1 && (in.RequestToken == "" || st.RequestedBy != "")
+	}) {
+		return
 	}
+	if rerr := requester(seen, s.thread); rerr != nil {
+		_ = s.out.fail(rerr.code, rerr.msg)
+		return
+	}
+	s.turn = 1
 }
 
 // message sends the run the new user message; the stream follows its turn.
 func (s *streamer) message(ctx context.Context, st workflows.State, textMsg string) {
 	h := s.h
+	if rerr := mayMessage(st, s.thread, s.caller); rerr != nil {
+		s.failNow(rerr)
+		return
+	}
 	switch {
 	case len(st.Interrupts) > 0:
 		s.failNow(failf("interrupts_open", "%d calls wait for a decision: resume them first (answer every interrupt of the last RUN_FINISHED)", len(st.Interrupts)))
@@ -184,6 +211,14 @@ func (s *streamer) waitFor(ctx context.Context, ok func(workflows.State) bool) b
 		lastErr = err
 		if errors.Is(err, client.ErrUnknownRun) || time.Now().After(deadline) {
 			break
+		}
+		if info, derr := h.b.Describe(ctx, s.wfid); derr == nil && !info.Running {
+			why := ""
+			if info.Failure != "" {
+				why = ": " + info.Failure
+			}
+			_ = s.out.fail("run_closed", text.Clip(fmt.Sprintf("the run of thread %s has closed%s", s.thread, why), 1000))
+			return false
 		}
 		if !pause.For(ctx, h.opts.Poll) {
 			return false

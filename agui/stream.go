@@ -30,6 +30,7 @@ type streamer struct {
 	added        []json.RawMessage
 	lastWrite    time.Time
 	failingSince time.Time
+	caller       Caller // who sent the request (Options.Callers)
 }
 
 // failNow ends the stream with RUN_ERROR (its only event if none was sent).

@@ -210,14 +210,19 @@ type Snapshot struct {
 	Result *workflows.RunResult
 }
 
-// Look reads a run's state and trace, whether it runs or has ended.
+// Look reads a run's state and trace, whether it runs or has ended. A run
+// whose result (or, while it runs, state or trace) this client cannot decode
+// is an error of kind ErrUnreadable, never a status made up in its place.
 func (c *Client) Look(ctx context.Context, id string) (Snapshot, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return Snapshot{}, c.classify(id, err)
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if status := desc.GetWorkflowExecutionInfo().GetStatus(); status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		res, err := c.Result(ctx, id)
+		if err != nil && status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && unreadable(ctx, err) {
+			return Snapshot{}, refused(ErrUnreadable, fmt.Sprintf("run %s has completed, but its result cannot be read: %v", id, err))
+		}
 		if err != nil {
 			res = workflows.RunResult{Status: workflows.StatusFailed, Error: err.Error()}
 		}
@@ -251,9 +256,18 @@ func (c *Client) query(ctx context.Context, id, name string, out any) error {
 		return c.classify(id, err)
 	}
 	if err := v.Get(out); err != nil {
-		return fmt.Errorf("decoding the %s of run %s: %w", name, id, err)
+		return refused(ErrUnreadable, fmt.Sprintf("the %s of run %s cannot be read: %v", name, id, err))
 	}
 	return nil
+}
+
+// unreadable says whether err, from the result of a run that completed, is
+// the client's failing to decode that result: not the run's failure, not a
+// refusal, not the caller's deadline.
+func unreadable(ctx context.Context, err error) bool {
+	var failed *temporal.WorkflowExecutionError
+	var refusal *Error
+	return ctx.Err() == nil && !errors.As(err, &failed) && !errors.As(err, &refusal)
 }
 
 // classify turns Temporal's errors into the package's typed ones where one fits.

@@ -30,6 +30,11 @@ var (
 	ErrBusy = errors.New("busy")
 	// ErrStale: the run moved on since the preview a rewind was made from.
 	ErrStale = errors.New("stale preview")
+	// ErrUnreadable: the run's result, state or trace reached the client,
+	// which cannot decode it — a run whose worker encrypts payloads with a
+	// key the client's data converter lacks, a result that is not a
+	// RunResult.
+	ErrUnreadable = errors.New("unreadable")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.

@@ -8,16 +8,17 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/toolgate/toolgate/workflows"
 )
 
 // Preview is what a rewind to a call will do, said before it is done: the
 // side effects after the point that stay (a rewind undoes nothing outside
-// the run), the human decisions it drops, the reads that run again and the
-// messages it drops. Digest names the preview, the run as it stood
-// included: a rewind made with --expect DIGEST is refused once the run has
-// moved on.
+// the run), the human decisions and the grants and revokes it drops, the
+// reads that run again and the messages it drops. Digest names the preview,
+// the run as it stood included: a rewind made with --expect DIGEST is
+// refused once the run has moved on.
 type Preview struct {
 	WorkflowID string `json:"workflow_id"`
 	// To is the call rewound to, and Step its planner step.
@@ -42,6 +43,10 @@ type Preview struct {
 	// rejections, edits, responses) the rewound run will not have. A
 	// destructive call proposed again comes back to the gate.
 	Dropped []Call `json:"dropped"`
+	// Grants are the grants and revokes after the point, in order: a rewind
+	// drops them (it re-applies no update), so a dropped grant lets no call
+	// through and a dropped revoke puts its grant back in force.
+	Grants []GrantAct `json:"grants"`
 	// Reads are the reads after the point that ran: they run again if the
 	// planner proposes them (or are answered from the memo as it stood).
 	Reads []Call `json:"reads"`
@@ -88,6 +93,13 @@ func (t *Timeline) Preview(id string) (Preview, error) {
 				p.Dropped = append(p.Dropped, c)
 			}
 		}
+	}
+	dc := t.dc
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	if p.Grants, err = grantsAfter(t.chain, step.RunID, step.ResetEvent, dc); err != nil {
+		return Preview{}, err
 	}
 	p.Messages = messagesAfter(t.chain, step.RunID, step.ResetEvent)
 	p.Digest = p.digest()

@@ -46,6 +46,7 @@ type Timeline struct {
 
 	chain []chainRun
 	obs   []*workflows.Observer
+	dc    converter.DataConverter // decodes the chain's update results (nil: the default)
 }
 
 // Run is one run of a chain.
@@ -247,7 +248,7 @@ func Read(ctx context.Context, c client.Client, workflowID string, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	t := &Timeline{WorkflowID: workflowID, chain: runs}
+	t := &Timeline{WorkflowID: workflowID, chain: runs, dc: opts.DataConverter}
 	for _, r := range runs {
 		if r.wfType != workflows.WorkflowName {
 			return nil, fmt.Errorf("run %s of %s is a %q, not an %s", r.id, workflowID, r.wfType, workflows.WorkflowName)

@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -195,5 +198,75 @@ func TestObserveARunThatNotifies(t *testing.T) {
 	st := steps([]Run{{RunID: "r"}}, []*workflows.Observer{o})
 	if len(st) != 2 || st[1].Calls[0].ID != "c-2" || st[1].Calls[0].Status != workflows.TraceOK || !st[1].Calls[0].Ran || len(st[1].Calls[0].Result) == 0 {
 		t.Fatalf("steps %+v, want c-2 ok with its result", st)
+	}
+}
+
+// update is a grant, revoke or other update the run accepted at event id
+// and completed at id+1: with res its result, or refused when res is nil.
+func update(t *testing.T, id int64, name string, res any) []*historypb.HistoryEvent {
+	t.Helper()
+	accepted := &historypb.HistoryEvent{EventId: id, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateAcceptedEventAttributes{
+			WorkflowExecutionUpdateAcceptedEventAttributes: &historypb.WorkflowExecutionUpdateAcceptedEventAttributes{
+				AcceptedRequest: &updatepb.Request{Input: &updatepb.Input{Name: name}}}}}
+	outcome := &updatepb.Outcome{Value: &updatepb.Outcome_Failure{Failure: &failurepb.Failure{Message: "grant refused"}}}
+	if res != nil {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcome = &updatepb.Outcome{Value: &updatepb.Outcome_Success{Success: p}}
+	}
+	completed := &historypb.HistoryEvent{EventId: id + 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateCompletedEventAttributes{
+			WorkflowExecutionUpdateCompletedEventAttributes: &historypb.WorkflowExecutionUpdateCompletedEventAttributes{AcceptedEventId: id, Outcome: outcome}}}
+	return []*historypb.HistoryEvent{accepted, completed}
+}
+
+// The preview lists the grants and revokes the chain took after the point
+// — in the run reset, from the reset event on, and in every later run —
+// which a rewind drops, as it lists the decisions it drops: a grant before
+// the point, a grant update the run refused and another update are none of
+// them; and they change the digest.
+func TestPreviewListsTheGrantsAndRevokesItDrops(t *testing.T) {
+	g1 := workflows.Grant{ID: "g-1", Tool: "refund", By: "bob"}
+	g2 := workflows.Grant{ID: "g-2", Tool: "refund", By: "bob", When: "args.amount_cents < 10000", Uses: 2}
+	revoked := g1
+	revoked.RevokedBy = "carol"
+	var r1, r2 []*historypb.HistoryEvent
+	r1 = append(r1, update(t, 5, workflows.UpdateGrant, workflows.GrantResult{Grant: g1})...)       // before the point: kept
+	r1 = append(r1, update(t, 12, workflows.UpdateGrant, workflows.GrantResult{Grant: g2})...)      // after it: dropped
+	r1 = append(r1, update(t, 14, workflows.UpdateGrant, nil)...)                                   // refused: no grant
+	r1 = append(r1, update(t, 16, workflows.UpdateApprove, workflows.DecisionResult{})...)          // not a grant
+	r2 = append(r2, update(t, 3, workflows.UpdateRevoke, workflows.GrantResult{Grant: revoked})...) // a later run: dropped
+	tl := &Timeline{WorkflowID: "w", LastEvent: 20,
+		Runs: []Run{{RunID: "r1", Version: 7, Planner: "scripted"}, {RunID: "r2", Version: 7, Planner: "scripted"}},
+		Steps: []Step{
+			{Step: 1, RunID: "r1", ResetEvent: 4, Calls: []Call{{ID: "c-1", Tool: "search_tickets", Ran: true}}},
+			{Step: 2, RunID: "r1", ResetEvent: 10, Calls: []Call{{ID: "c-2", Tool: "refund", Destructive: true, Ran: true, Decision: "approved", Approver: "grant:bob"}}},
+		},
+		chain: []chainRun{{id: "r1", events: r1}, {id: "r2", events: r2}}}
+	p, err := tl.Preview("c-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range p.Grants {
+		got = append(got, a.String())
+	}
+	want := []string{"g-2 refund granted by bob (when args.amount_cents < 10000, 2 uses)", "g-1 refund revoked by carol (granted by bob)"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("grants dropped: %q, want %q", got, want)
+	}
+	all, err := tl.Preview("c-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Grants) != 3 || all.Grants[0].Grant.ID != "g-1" || all.Grants[0].Act != ActGranted {
+		t.Errorf("a rewind to c-1 (event 4) drops every grant and revoke: %+v", all.Grants)
+	}
+	p.Grants = nil
+	if p.digest() == p.Digest {
+		t.Error("the digest does not cover the grants dropped")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	aguipage "github.com/toolgate/toolgate/examples/agui"
 	"github.com/toolgate/toolgate/mcpserve"
 	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -26,12 +27,15 @@ import (
 // `toolgate agui` and `toolgate dev`.
 type aguiFlags struct {
 	planner *string
+	tokens  *string
 	origins listFlag
 }
 
 func addAGUIFlags(fs *flag.FlagSet) *aguiFlags {
 	f := &aguiFlags{planner: fs.String("agui-planner", plan.KindSupport,
-		"the planner of every run the AG-UI endpoint starts: support (the demo desk's rule-based one) or openai (the worker's OPENAI_* settings); the client never chooses it")}
+		"the planner of every run the AG-UI endpoint starts: support (the demo desk's rule-based one) or openai (the worker's OPENAI_* settings); the client never chooses it"),
+		tokens: fs.String("agui-tokens", "", "the AG-UI endpoint's callers: a tokens file (toolgate mcp token new NAME [--key NAME.key] --tokens FILE); every request then needs Authorization: Bearer TOKEN, "+
+			"and under a worker policy a thread's run starts signed by its caller's key, its verified requester")}
 	fs.Var(&f.origins, "agui-origin", "a browser origin, scheme://host[:port], whose pages may call the AG-UI endpoint (CORS; repeat, or comma-separated; default none: only pages of the endpoint's own origin)")
 	return f
 }
@@ -79,6 +83,10 @@ type aguiServe struct {
 	approvalTimeout, idleTimeout time.Duration
 	page                         bool // also serve the example chat page at /
 	tlsCert, tlsKey              string
+	// callers authenticate requests (nil: none); policy: the worker has an
+	// approval policy, so a thread's run starts signed by its caller.
+	callers func(string) (agui.Caller, bool)
+	policy  bool
 }
 
 // serveAGUI serves the AG-UI endpoint at addr (path /agui; with o.page the
@@ -96,6 +104,8 @@ func (c *cli) serveAGUI(addr string, o aguiServe) (*served, error) {
 		ApprovalTimeout: o.approvalTimeout,
 		IdleTimeout:     o.idleTimeout,
 		Logger:          slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Callers:         o.callers,
+		Policy:          o.policy,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -123,6 +133,7 @@ func (c *cli) serveAGUI(addr string, o aguiServe) (*served, error) {
 		}
 	}
 	s.URL = scheme + "://" + ln.Addr().String() + agui.Path
+	warnAGUIPolicy(c.stderr, o.policy, o.callers)
 	return s, nil
 }
 
@@ -137,6 +148,7 @@ func (c *cli) aguiCmd(ctx context.Context, args []string) error {
 	lf := addAGUIListenFlags(fs)
 	approval := fs.Duration("approval-timeout", 0, "the approval timeout of the runs it starts (0: the run's default, 24h)")
 	idle := fs.Duration("idle-timeout", 0, "how long a thread's run waits for the next message before it ends (0: the run's default, 24h)")
+	policyFile := fs.String("policy", "", "the approval policy of the runs' worker (its --policy file): a thread's run then starts signed by its caller (--agui-tokens, with keys), its verified requester")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -154,13 +166,24 @@ func (c *cli) aguiCmd(ctx context.Context, args []string) error {
 	if _, err := checkAGUIListen(*listen, lf); err != nil {
 		return err
 	}
+	var pol *policy.Policy
+	if *policyFile != "" {
+		if pol, err = policy.Load(*policyFile); err != nil {
+			return err
+		}
+	}
+	callers, err := aguiCallers(*af.tokens, pol)
+	if err != nil {
+		return err
+	}
 	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 	s, err := c.serveAGUI(*listen, aguiServe{tc: tc, dc: conn.Options.DataConverter, taskQueue: *tq, planner: planner,
-		origins: af.origins, hosts: lf.hosts, approvalTimeout: *approval, idleTimeout: *idle, tlsCert: *lf.tlsCert, tlsKey: *lf.tlsKey})
+		origins: af.origins, hosts: lf.hosts, approvalTimeout: *approval, idleTimeout: *idle, tlsCert: *lf.tlsCert, tlsKey: *lf.tlsKey,
+		callers: callers, policy: pol != nil})
 	if err != nil {
 		return err
 	}
@@ -184,8 +207,14 @@ func (c *cli) devAGUI(addr string, s *stack, f *aguiFlags) (*served, error) {
 	if err != nil {
 		return nil, err
 	}
+	var callers func(string) (agui.Caller, bool)
+	if f.tokens != nil {
+		if callers, err = aguiCallers(*f.tokens, s.pol); err != nil {
+			return nil, err
+		}
+	}
 	a, err := c.serveAGUI(addr, aguiServe{tc: s.client, dc: s.conn.Options.DataConverter, taskQueue: workflows.TaskQueue,
-		planner: planner, origins: f.origins, page: true})
+		planner: planner, origins: f.origins, page: true, callers: callers, policy: s.policy})
 	if err != nil {
 		return nil, err
 	}
@@ -195,8 +224,8 @@ func (c *cli) devAGUI(addr string, s *stack, f *aguiFlags) (*served, error) {
 
 // checkDevAGUI refuses dev's --agui-* flags without --agui-address.
 func checkDevAGUI(addr string, f *aguiFlags) error {
-	if addr == "" && (len(f.origins) > 0 || *f.planner != plan.KindSupport) {
-		return errors.New("--agui-origin and --agui-planner go with --agui-address HOST:PORT")
+	if addr == "" && (len(f.origins) > 0 || *f.planner != plan.KindSupport || *f.tokens != "") {
+		return errors.New("--agui-origin, --agui-planner and --agui-tokens go with --agui-address HOST:PORT")
 	}
 	return nil
 }

@@ -114,11 +114,16 @@ func resultError(res workflows.RunResult) error {
 	}
 }
 
-// look reads a run's state and trace, with advice when a query finds no worker.
+// look reads a run's state and trace, with advice when a query finds no
+// worker or what it reads cannot be decoded.
 func look(ctx context.Context, cl *tgclient.Client, id string) (tgclient.Snapshot, error) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := cl.Look(qctx, id)
+	if errors.Is(err, tgclient.ErrUnreadable) {
+		return s, fmt.Errorf("%w. If the run's worker encrypts payloads, pass --encryption-key-file FILE with its key file "+
+			"(or set it in the profile); a run that is not an AgentRun has no state or result toolgate can show", err)
+	}
 	var refusal *tgclient.Error
 	if err != nil && !errors.As(err, &refusal) {
 		return s, fmt.Errorf("querying run %s (is a toolgate worker running on its task queue?): %w", id, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
@@ -152,6 +153,13 @@ func printPreview(w io.Writer, p timeline.Preview) {
 	for _, d := range p.Dropped {
 		fmt.Fprintf(w, "  %s %s %s by %s\n", oneLine(d.ID), oneLine(d.Tool), oneLine(d.Decision), oneLine(d.Approver))
 	}
+	fmt.Fprintln(w, "grants and revokes dropped (a dropped grant lets no call through; a dropped revoke puts its grant back in force):")
+	if len(p.Grants) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, g := range p.Grants {
+		fmt.Fprintf(w, "  %s\n", oneLine(g.String()))
+	}
 	fmt.Fprintln(w, "reads that run again if proposed:")
 	if len(p.Reads) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -170,7 +178,13 @@ func orNone(s string) string {
 	return s
 }
 
-// fork is `toolgate fork ID --at CALL --id NEW`.
+// forkWait bounds how long `toolgate fork` waits for the fork to take up
+// its source (the worker reads the source's history, with retries).
+const forkWait = 2 * time.Minute
+
+// fork is `toolgate fork ID --at CALL --id NEW`: it starts the fork and
+// waits until the run has taken up its source; a fork the run refuses exits
+// non-zero with the run's refusal.
 func (c *cli) fork(ctx context.Context, args []string) error {
 	fs := c.flags("fork")
 	cn := c.connFlags(fs)
@@ -203,6 +217,13 @@ func (c *cli) fork(ctx context.Context, args []string) error {
 	defer closeFn()
 	run, err := tg.Fork(ctx, pos[0], *at, *id, raw, op)
 	if err != nil {
+		return err
+	}
+	// The server takes the start before the run checks it: wait for the
+	// run to take up its source, or to refuse.
+	wctx, cancel := context.WithTimeout(ctx, forkWait)
+	defer cancel()
+	if err := tg.AwaitFork(wctx, run.GetID(), run.GetRunID()); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "forked %s at %s as %s (run %s): see toolgate status %s\n", oneLine(pos[0]), oneLine(*at), oneLine(*id), run.GetRunID(), oneLine(*id))

@@ -83,14 +83,20 @@ tools:
 	}
 
 	fork := []string{"fork", id, "--at", "c-1", "--id", "policy-fork", "--args", `{"ticket_id":"TKT-2"}`}
-	cli(0, append(fork, as("alice")...)...) // the start is sent; the run refuses it
+	// The server takes the start; the run refuses it, and so does the command.
+	const refusal = "fork refused: alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]"
+	if out := cli(1, append(fork, as("alice")...)...); !strings.Contains(out, refusal) || strings.Contains(out, "forked ") {
+		t.Errorf("toolgate fork by alice:\n%s\nwant exit 1 with %q", out, refusal)
+	}
 	var res workflows.RunResult
 	if err := s.client.GetWorkflow(rewindCtx(t), "policy-fork", "").Get(rewindCtx(t), &res); err == nil ||
-		!strings.Contains(err.Error(), "fork refused: alice holds [support]; rewinding or forking a run needs one of the operators' roles [sre]") {
+		!strings.Contains(err.Error(), refusal) {
 		t.Errorf("alice's fork: %v, want refused", err)
 	}
 	fork[5] = "policy-fork-2"
-	cli(0, append(fork, as("olga")...)...)
+	if out := cli(0, append(fork, as("olga")...)...); !strings.Contains(out, "forked "+id+" at c-1 as policy-fork-2") {
+		t.Errorf("toolgate fork by olga:\n%s", out)
+	}
 	st := s.awaitCalls("policy-fork-2", "c-1")
 	if st.RequestedBy != "" || !slices.Equal(st.ForkedBy, []string{"olga"}) || string(st.Interrupts[0].CallArgs) != `{"ticket_id":"TKT-2"}` {
 		t.Errorf("olga's fork: %+v", st)
