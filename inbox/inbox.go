@@ -64,6 +64,7 @@ type Backend interface {
 	RewindPreview(ctx context.Context, id, call string) (timeline.Preview, error)
 	Rewind(ctx context.Context, id, call, expect string, by client.Operator) (client.Rewound, error)
 	Fork(ctx context.Context, src, at, newID string, args json.RawMessage, by client.Operator) (sdkclient.WorkflowRun, error)
+	AwaitFork(ctx context.Context, id, runID string) error
 }
 
 var _ Backend = (*client.Client)(nil)

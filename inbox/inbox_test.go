@@ -40,8 +40,10 @@ type fake struct {
 	timeline *timeline.Timeline
 	preview  timeline.Preview
 	forkErr  error
-	rewound  []rewindCall
-	forked   []forkCall
+	// forkRefused is what the fork's run answers once started (AwaitFork).
+	forkRefused error
+	rewound     []rewindCall
+	forked      []forkCall
 }
 
 func (f *fake) Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error) {

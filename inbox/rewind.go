@@ -245,6 +245,11 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	run, err := h.b.Fork(ctx, rq.Run, rq.At, rq.ID, rq.Args, client.Operator{Name: rq.Operator, Token: rq.Token})
+	if err == nil {
+		// The server takes the start before the run checks it: answer what
+		// the run said (a refused fork fails its first task).
+		err = h.b.AwaitFork(ctx, run.GetID(), run.GetRunID())
+	}
 	if err != nil {
 		writeDecideError(w, fmt.Errorf("fork of run %s at %s as %s: %w", rq.Run, rq.At, rq.ID, err))
 		return

@@ -80,6 +80,12 @@ func (f *fake) Fork(_ context.Context, src, at, newID string, args json.RawMessa
 	return forkRun{id: newID, runID: "fork-run-1"}, nil
 }
 
+func (f *fake) AwaitFork(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.forkRefused
+}
+
 // withTimeline gives run-a two steps: a read, then a close and a refund.
 func withTimeline(f *fake) *fake {
 	refund := timeline.Call{ID: "c-3", Tool: "refund", Args: json.RawMessage(`{"booking_id":"BK-1","amount_cents":12345678901234567893}`),
@@ -281,4 +287,10 @@ func TestForkIsStartedAsAsked(t *testing.T) {
 	code, out = postTo(t, srv, "/api/fork", `{"run":"run-a","at":"c-3","id":"run-a-fork","operator":"olga"}`, good(srv))
 	assert.Equal(t, http.StatusUnprocessableEntity, code, out)
 	assert.Contains(t, out["error"], "already running")
+
+	// Started, and refused by the run in its first task: the page is told so.
+	f.forkErr, f.forkRefused = nil, &client.Error{Kind: client.ErrRefusedInput, Msg: "fork refused: olga holds [support]; rewinding or forking a run needs one of the operators' roles [sre]"}
+	code, out = postTo(t, srv, "/api/fork", `{"run":"run-a","at":"c-3","id":"run-a-fork-2","operator":"olga","token":"h.p.s"}`, good(srv))
+	assert.Equal(t, http.StatusUnprocessableEntity, code, out)
+	assert.Contains(t, out["error"], "fork refused: olga holds [support]")
 }
