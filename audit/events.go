@@ -51,11 +51,11 @@ type auditor struct {
 	links    []sentLinks
 	forkAt   int64
 	forkers  []string
-	locals    []localRun
-	runRes    *workflows.RunResult
-	traceAt   int64 // the event holding the trace
-	closedAs  enumspb.EventType
-	failMsg   string
+	locals   []localRun
+	runRes   *workflows.RunResult
+	traceAt  int64 // the event holding the trace
+	closedAs enumspb.EventType
+	failMsg  string
 }
 
 // versionChangeID is the change id of AgentRun's rules version
