@@ -178,7 +178,10 @@ func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
 		return err
 	}
 	r.spend(n.Token, c)
-	r.noted = fmt.Sprintf("by %s, to just before %s", by, n.CallID)
+	r.noted = "to just before " + n.CallID
+	if by != "" {
+		r.noted += ", by " + by
+	}
 	r.record(tool.Call{ID: n.CallID, Tool: n.Tool}, TraceRecord{Status: TraceRewound, Approver: by, Reason: rewindReason(n)})
 	r.publish(r.root)
 	return nil
