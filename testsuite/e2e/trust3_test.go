@@ -285,3 +285,28 @@ func TestARewindRevivesNoSpentToken(t *testing.T) {
 		t.Fatalf("payments of BK-1: %+v, want none: every refund was rejected", pays)
 	}
 }
+
+// An approver named as the run names a rule or a grant ("rule:…",
+// "grant:…") is refused, through any door: here the stock client's update
+// and signal, on a worker without a policy; a plain name still decides.
+func TestAnApproverNamedAsTheRunsOwnIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.startWorker(false)
+	const id = "trust3-reserved"
+	it := startWaiting(s, id)
+	for _, name := range []string{"rule:small-refunds", "Grant:carol"} {
+		_, err := s.approveByUpdate(id, workflows.DecisionInput{CallID: it.CallID, ArgsDigest: it.ArgsDigest, Approver: name})
+		if err == nil || !strings.Contains(err.Error(), "are the run's own") {
+			t.Errorf("approver %q by update: %v, want it refused", name, err)
+		}
+	}
+	s.signal(id, workflows.SignalApprove, workflows.DecisionInput{CallID: it.CallID, ArgsDigest: it.ArgsDigest, Approver: "grant:bob"})
+	s.awaitRefused(id, workflows.SignalApprove, `approver "grant:bob" refused`)
+	if _, err := s.approveByUpdate(id, workflows.DecisionInput{CallID: it.CallID, ArgsDigest: it.ArgsDigest, Approver: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(s.result(id, waitTimeout).Trace, it.CallID, workflows.TraceApproved); len(got) != 1 || got[0].Approver != "alice" {
+		t.Fatalf("approvals %+v, want alice's", got)
+	}
+}
