@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,12 +49,12 @@ type resumeMetadata struct {
 const DefaultApprover = "agui"
 
 // ReservedApproverPrefixes start the approver names the run and the doors
-// write themselves — a rule that decided (rule:ID), a grant (grant:NAME),
-// always_approve (policy:always_approve), an MCP client's user
+// write themselves — the run's (workflows.ReservedApprovers: a rule that
+// decided, a grant, always_approve), an MCP client's user
 // (elicitation:NAME), a webhook's or a Slack message's link (webhook:…,
 // slack:…) — so a metadata.approver that starts with one (in any case) is
 // refused: it would pass a human's decision off as one of those.
-var ReservedApproverPrefixes = []string{"rule:", "grant:", "policy:", "elicitation:", "webhook:", "slack:"}
+var ReservedApproverPrefixes = append(slices.Clone(workflows.ReservedApprovers), "elicitation:", "webhook:", "slack:")
 
 // reservedPrefix is the reserved prefix name starts with, or "".
 func reservedPrefix(name string) string {

@@ -369,10 +369,11 @@ func (r *run) decode(raw []byte, v any) error {
 	return tool.DecodeExact(raw, v)
 }
 
-// reservedApprovers are the forms of approver the run writes itself: a rule
-// that decided ("rule:small-refunds") and a grant that answered
-// ("grant:carol"). From rules version 9 no decision may name itself so.
-var reservedApprovers = []string{"rule:", "grant:"}
+// ReservedApprovers start the approver names the run writes itself: a rule
+// that decided ("rule:small-refunds"), a grant that answered ("grant:carol")
+// and always_approve ("policy:always_approve"). From rules version 9 no
+// decision may name itself so (in any case).
+var ReservedApprovers = []string{"rule:", "grant:", "policy:"}
 
 // checkNamed refuses, from rules version 9, an approver named as the run
 // names a rule or a grant, and a link secret sent without via.
@@ -381,10 +382,10 @@ func (r *run) checkNamed(in DecisionInput) error {
 		return nil
 	}
 	name := strings.ToLower(strings.TrimSpace(in.Approver))
-	for _, p := range reservedApprovers {
+	for _, p := range ReservedApprovers {
 		if strings.HasPrefix(name, p) {
-			return refusal(RefusedDecision, "approver %q refused: names starting with %s are the run's own (%s a rule that decided, %s a grant that answered), so no decision may take them",
-				clip(in.Approver, MaxNameBytes), strings.Join(reservedApprovers, " or "), reservedApprovers[0], reservedApprovers[1])
+			return refusal(RefusedDecision, "approver %q refused: names starting with %s are the run's own (a rule that decided, a grant that answered, always_approve), so no decision may take them",
+				clip(in.Approver, MaxNameBytes), strings.Join(ReservedApprovers, ", "))
 		}
 	}
 	if in.Link != "" && in.Via == "" {

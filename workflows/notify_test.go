@@ -301,7 +301,7 @@ func TestViaWithoutPolicy(t *testing.T) {
 	require.ErrorContains(t, bad.err, `via "carrier pigeon" refused: want slack, email or webhook`)
 	require.ErrorContains(t, unsent.err, "this run sent no email link to alice@example.com with this secret")
 	require.ErrorContains(t, noLink.err, "it carries no link secret")
-	require.ErrorContains(t, asRule.err, `approver "Rule:small-refunds" refused: names starting with rule: or grant: are the run's own`)
+	require.ErrorContains(t, asRule.err, `approver "Rule:small-refunds" refused: names starting with rule:, grant:, policy: are the run's own`)
 	require.NoError(t, good.err)
 	i := slices.IndexFunc(res.Trace, func(r workflows.TraceRecord) bool { return r.Status == workflows.TraceApproved })
 	require.Equal(t, "alice@example.com: email", res.Trace[i].Via)
