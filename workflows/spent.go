@@ -3,9 +3,7 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -43,14 +41,7 @@ func (r *run) claimUse(ctx workflow.Context, id, what string) error {
 	r.claiming[id] = true
 	defer delete(r.claiming, id)
 	wid := SpentMarkerPrefix + id
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            wid,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowRunTimeout:    time.Minute,
-	})
-	err := workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
-	switch {
+	switch err := startMarker(ctx, wid); {
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
 		return refusal(RefusedUnauthorized, "%s was used already: its use is recorded on the server (workflow %s), outside the run, "+
 			"so no reset or rewind gives it back; it is used once (sign a new one)", what, wid)

@@ -114,19 +114,26 @@ func (r *run) spend(token string, c signed.Claims) {
 	}
 }
 
+// startMarker starts the marker child workflow (StartMarkerWorkflow) under
+// the workflow id wid, which the server refuses to start twice while the
+// namespace keeps closed workflows; it waits for the start only.
+func startMarker(ctx workflow.Context, wid string) error {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            wid,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowRunTimeout:    time.Minute,
+	})
+	return workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
+}
+
 // claimStart makes a signed start the only run its token ever starts: it
 // starts the marker child workflow under an id derived from the token,
 // which the server refuses to start twice (within the namespace's
 // retention, longer than any token lives).
 func (r *run) claimStart(ctx workflow.Context, token string) error {
 	id := StartMarkerPrefix + tokenID(token)
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            id,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowRunTimeout:    time.Minute,
-	})
-	err := workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
+	err := startMarker(ctx, id)
 	switch {
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
 		return fmt.Errorf("this token has started a run already (workflow %s holds its use): a start token starts one run; sign a new one", id)

@@ -14,7 +14,6 @@ import (
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/testsuite/testenv"
-	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -76,9 +75,7 @@ func (s *stack) rewindBy(id, call string, k keyring, who string) tgclient.Rewoun
 // of that run fails its reset as unattributed.
 func TestARewindNoteCoversItsOneReset(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
-	s.startWorkerWith(func(o *worker.Options) { o.Policy = trust3Policy(t, k) })
+	s, k := newTrust3Stack(t)
 	const id = "trust3-note"
 	s.start(id, workflows.RunInput{Goal: "close TKT-2", Planner: scripted("done", step(call("close_ticket", `{"ticket_id":"TKT-2"}`)))})
 	s.awaitCalls(id, "c-1")
@@ -134,9 +131,7 @@ func TestARewindNoteCoversItsOneReset(t *testing.T) {
 // (self-approval), bob may, and it pays once. The audit agrees.
 func TestAForkKeepsItsSourcesRequester(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
-	s.startWorkerWith(func(o *worker.Options) { o.Policy = trust3Policy(t, k) })
+	s, k := newTrust3Stack(t)
 	const src, fork = "trust3-fork-source", "trust3-fork"
 	in := workflows.RunInput{Goal: "refund BK-2", Planner: scripted("done", step(call("refund", `{"booking_id":"BK-2","amount_cents":2500}`)))}
 	if err := tgclient.SignStart(&in, src, "dave", k["dave"], 0); err != nil {
@@ -175,9 +170,7 @@ func TestAForkKeepsItsSourcesRequester(t *testing.T) {
 // is used up — bob's decision, carol's grant and another rewind all go on.
 func TestNoSignerCrowdsOutAnother(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
-	s.startWorkerWith(func(o *worker.Options) { o.Policy = trust3Policy(t, k) })
+	s, k := newTrust3Stack(t)
 	const id = "trust3-flood"
 	s.start(id, workflows.RunInput{Goal: "close TKT-3, refund BK-3", Planner: scripted("done",
 		step(call("close_ticket", `{"ticket_id":"TKT-3"}`)), step(call("refund", `{"booking_id":"BK-3","amount_cents":700}`)))})

@@ -84,6 +84,14 @@ tools:
 	return p
 }
 
+// newTrust3Stack is a stack whose worker holds trust3Policy, and its keys.
+func newTrust3Stack(t *testing.T) (*stack, keyring) {
+	s := newStack(t)
+	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
+	s.startWorkerWith(func(o *worker.Options) { o.Policy = trust3Policy(t, k) })
+	return s, k
+}
+
 // sendToken sends a grant or revoke update carrying token, as any client
 // holding the token could.
 func (s *stack) sendToken(id, update, token string) error {
@@ -201,9 +209,7 @@ func (s *stack) reset(id, base string, event int64, reason string, exclude ...en
 // and c-2 never pays by a grant.
 func TestARewindRevivesNoSpentToken(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
-	s.startWorkerWith(func(o *worker.Options) { o.Policy = trust3Policy(t, k) })
+	s, k := newTrust3Stack(t)
 	const id = "trust3-grant"
 	s.start(id, workflows.RunInput{Goal: "close TKT-1, refund BK-1", Planner: scripted("done",
 		step(call("close_ticket", `{"ticket_id":"TKT-1"}`)), step(call("refund", `{"booking_id":"BK-1","amount_cents":2500}`)))})
