@@ -452,6 +452,12 @@ func (r *run) finish(ctx workflow.Context, status string) (RunResult, error) {
 	r.publish(ctx)
 	r.notifyEnd(ctx, status)
 	r.drainNotices(ctx)
+	if r.version >= versionTrust3 {
+		// A handler may be waiting for its claim on the server (spent.go): a
+		// grant or revoke accepted is applied before the run ends, and the
+		// result holds it.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	}
 	return RunResult{Status: status, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.Trace}, nil
 }
 
