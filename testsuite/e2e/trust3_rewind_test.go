@@ -172,11 +172,7 @@ func TestNoSignerCrowdsOutAnother(t *testing.T) {
 	t.Parallel()
 	s, k := newTrust3Stack(t)
 	const id = "trust3-flood"
-	s.start(id, workflows.RunInput{Goal: "close TKT-3, refund BK-3", Planner: scripted("done",
-		step(call("close_ticket", `{"ticket_id":"TKT-3"}`)), step(call("refund", `{"booking_id":"BK-3","amount_cents":700}`)))})
-	s.awaitCalls(id, "c-1")
-	s.signedDecide(id, k, "alice", true, "c-1")
-	s.awaitCalls(id, "c-2")
+	s.closeThenRefund(id, k, "TKT-3", "BK-3", 700)
 	rw := s.rewindBy(id, "c-2", k, "dave")
 	note := noteIn(t, rewindNoteOf(t, s.history(id, rw.RunID)))
 	for i := range 1100 {

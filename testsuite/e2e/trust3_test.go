@@ -92,6 +92,17 @@ func newTrust3Stack(t *testing.T) (*stack, keyring) {
 	return s, k
 }
 
+// closeThenRefund starts run id: close ticket, then refund booking cents;
+// alice approves the close, and it returns once the refund (c-2) waits.
+func (s *stack) closeThenRefund(id string, k keyring, ticket, booking string, cents int) {
+	s.t.Helper()
+	s.start(id, workflows.RunInput{Goal: "close " + ticket + ", refund " + booking, Planner: scripted("done",
+		step(call("close_ticket", fmt.Sprintf(`{"ticket_id":%q}`, ticket))), step(call("refund", fmt.Sprintf(`{"booking_id":%q,"amount_cents":%d}`, booking, cents))))})
+	s.awaitCalls(id, "c-1")
+	s.signedDecide(id, k, "alice", true, "c-1")
+	s.awaitCalls(id, "c-2")
+}
+
 // sendToken sends a grant or revoke update carrying token, as any client
 // holding the token could.
 func (s *stack) sendToken(id, update, token string) error {
@@ -211,11 +222,7 @@ func TestARewindRevivesNoSpentToken(t *testing.T) {
 	t.Parallel()
 	s, k := newTrust3Stack(t)
 	const id = "trust3-grant"
-	s.start(id, workflows.RunInput{Goal: "close TKT-1, refund BK-1", Planner: scripted("done",
-		step(call("close_ticket", `{"ticket_id":"TKT-1"}`)), step(call("refund", `{"booking_id":"BK-1","amount_cents":2500}`)))})
-	s.awaitCalls(id, "c-1")
-	s.signedDecide(id, k, "alice", true, "c-1")
-	s.awaitCalls(id, "c-2")
+	s.closeThenRefund(id, k, "TKT-1", "BK-1", 2500)
 	grant := k.sign(t, signed.Claims{Approver: "bob", WorkflowID: id, Action: signed.ActionGrant, Grant: &signed.Grant{Tool: "refund", Uses: 1}})
 	if err := s.sendToken(id, workflows.UpdateGrant, grant); err != nil {
 		t.Fatalf("bob's grant: %v", err)
