@@ -17,7 +17,7 @@ import (
 func (c *cli) dev(ctx context.Context, args []string) error {
 	fs := c.flags("dev")
 	data := dataFlag(fs)
-	address := fs.String("address", "127.0.0.1:7233", "frontend gRPC host:port of the embedded server")
+	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "frontend gRPC host:port of the embedded server (default $TEMPORAL_ADDRESS, where the other commands connect, or 127.0.0.1:7233)")
 	ui := fs.String("ui-address", "", "serve the Temporal UI at this host:port (empty: no UI)")
 	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "namespace")
 	db := fs.String("db", "", "the embedded server's database: empty for SQLite under --data, or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable (history in DB, visibility in DB_visibility; both created and migrated if needed; the password may come from PGPASSWORD)")

@@ -1,0 +1,416 @@
+package readme
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/toolgate/toolgate/inbox"
+	"github.com/toolgate/toolgate/internal/chromiumtest"
+)
+
+// The README's and every docs page's blocks, each page in a fresh directory
+// of its own, in the order a reader copies them. `toolgate` and
+// `./toolgate` are the binary of this source; `go run ./cmd/toolgate` runs
+// it too (the same program, without a second link), and `go run ./PKG` or
+// `go build -o NAME ./PKG` build this source's package. `examples/` is this
+// clone's. The embedded server listens on a free port, given as
+// TEMPORAL_ADDRESS, which every command reads.
+func TestPagesRunAsWritten(t *testing.T) {
+	root := moduleRoot(t)
+	pages := pagesOf(t, root)
+	bin := buildToolgate(t, root)
+	for _, page := range pages {
+		t.Run(strings.TrimSuffix(filepath.Base(page), ".md"), func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(root, page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks, err := Parse(page, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newPage(t, root, bin).run(blocks)
+		})
+	}
+}
+
+// page is one page's run: its directory, its environment, the blocks still
+// running in the background.
+type page struct {
+	t       *testing.T
+	root    string
+	dir     string
+	env     []string
+	bg      []*background
+	ran     int
+	skipped []string
+}
+
+func newPage(t *testing.T, root, bin string) *page {
+	dir := t.TempDir()
+	binDir, cache := filepath.Join(dir, ".readme-bin"), filepath.Join(dir, ".readme-cache")
+	for _, d := range []string{binDir, cache} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(bin, filepath.Join(binDir, "toolgate")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(cache, "go-shim.sh")
+	if err := os.WriteFile(shim, []byte(goShim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TEMPORAL_") && !strings.HasPrefix(kv, "BASH_ENV=") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"BASH_ENV="+shim, "TOOLGATE_README_REPO="+root, "TOOLGATE_README_BIN="+bin, "TOOLGATE_README_CACHE="+cache,
+		"TEMPORAL_ADDRESS="+freeAddress(t), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off")
+	p := &page{t: t, root: root, dir: dir, env: env}
+	t.Cleanup(p.stopAll)
+	return p
+}
+
+// goShim is what `go` means to a block (bash sources it: BASH_ENV).
+const goShim = `go() {
+  case "$1 $2" in
+  "run ./cmd/toolgate") shift 2; toolgate "$@" ;;
+  "build -o")
+    if [ "$4" = ./cmd/toolgate ]; then cp "$TOOLGATE_README_BIN" "$3"
+    else command go -C "$TOOLGATE_README_REPO" build -o "$PWD/$3" "$4"; fi ;;
+  "run ./"*)
+    pkg=$2; shift 2; out="$TOOLGATE_README_CACHE/$(printf %s "$pkg" | tr / _)"
+    [ -x "$out" ] || command go -C "$TOOLGATE_README_REPO" build -o "$out" "$pkg" || return
+    "$out" "$@" ;;
+  *) command go "$@" ;;
+  esac
+}
+`
+
+func (p *page) run(blocks []Block) {
+	t := p.t
+	for _, b := range blocks {
+		switch b.Kind {
+		case NotRun:
+			p.skipped = append(p.skipped, fmt.Sprintf("%s (%s)", b.Where(), b.Reason))
+		case NeedsDev:
+			p.start(Block{File: b.File, Line: b.Line, Code: "toolgate dev --data .toolgate-dev", Until: "ready"})
+		case SameAs:
+			p.sameAs(b)
+		case Run:
+			p.foreground(b)
+		case Background:
+			p.start(b)
+		case Approve:
+			p.approve(b)
+		case Wait:
+			p.wait(b)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	t.Logf("%d blocks and steps run; not run: %d%s", p.ran, len(p.skipped), bulleted(p.skipped))
+}
+
+func bulleted(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return "\n  - " + strings.Join(ss, "\n  - ")
+}
+
+// shell is a block's command: bash, stopping at the first command that fails.
+func (p *page) shell(ctx context.Context, code string, out *syncBuffer) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", code)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = p.dir, p.env, out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+func (p *page) foreground(b Block) {
+	p.ran++
+	deadline := time.Now().Add(b.Within)
+	for {
+		out, err := p.once(b)
+		miss := missing(out, b.Expect)
+		if err == nil && miss == "" {
+			return
+		}
+		if time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		why := fmt.Sprint(err)
+		if err == nil {
+			why = "its output does not say " + miss
+		}
+		p.t.Errorf("%s: the block, run as written, failed: %s\n--- block\n%s--- output\n%s", b.Where(), why, b.Code, out)
+		return
+	}
+}
+
+func (p *page) once(b Block) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out syncBuffer
+	err := p.shell(ctx, b.Code, &out).Run()
+	return out.String(), err
+}
+
+func missing(out string, expect []string) string {
+	for _, e := range expect {
+		if !strings.Contains(out, e) {
+			return fmt.Sprintf("%q", e)
+		}
+	}
+	return ""
+}
+
+// background is a block left running.
+type background struct {
+	b    Block
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+func (p *page) start(b Block) {
+	p.ran++
+	out := &syncBuffer{}
+	cmd := p.shell(context.Background(), b.Code, out)
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("%s: %v", b.Where(), err)
+	}
+	bg := &background{b: b, cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { bg.done <- cmd.Wait() }()
+	p.bg = append(p.bg, bg)
+	deadline := time.After(4 * time.Minute)
+	for !strings.Contains(out.String(), b.Until) {
+		select {
+		case err := <-bg.done:
+			bg.done <- err
+			p.t.Fatalf("%s: the block ended (%v) before its output said %q\n--- block\n%s--- output\n%s", b.Where(), err, b.Until, b.Code, out)
+		case <-deadline:
+			p.t.Fatalf("%s: after 4 minutes its output does not say %q\n--- output\n%s", b.Where(), b.Until, out)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (p *page) last(b Block) *background {
+	if len(p.bg) == 0 {
+		p.t.Fatalf("%s: no block runs in the background", b.Where())
+	}
+	return p.bg[len(p.bg)-1]
+}
+
+// wait waits for the last background block to end by itself.
+func (p *page) wait(b Block) {
+	p.ran++
+	bg := p.last(b)
+	select {
+	case err := <-bg.done:
+		bg.done <- err
+		if err != nil {
+			p.t.Errorf("%s: %s ended with %v\n--- output\n%s", b.Where(), bg.b.Where(), err, bg.out)
+		} else if miss := missing(bg.out.String(), b.Expect); miss != "" {
+			p.t.Errorf("%s: the output of %s does not say %s\n--- output\n%s", b.Where(), bg.b.Where(), miss, bg.out)
+		}
+	case <-time.After(3 * time.Minute):
+		p.t.Errorf("%s: %s has not ended after 3 minutes\n--- output\n%s", b.Where(), bg.b.Where(), bg.out)
+	}
+}
+
+var inboxURL = regexp.MustCompile(`approvals inbox at (http://127\.0\.0\.1:\d+)`)
+
+// approve does what the page asks of its reader in the browser: open the
+// inbox the last background block printed, type a name, press Approve.
+// Without Chromium (and without TOOLGATE_REQUIRE_CHROMIUM=1) it sends what
+// the page sends, through the inbox's own API, and says so.
+func (p *page) approve(b Block) {
+	p.ran++
+	bg := p.last(b)
+	m := inboxURL.FindStringSubmatch(bg.out.String())
+	if m == nil {
+		p.t.Fatalf("%s: %s printed no approvals inbox URL\n--- output\n%s", b.Where(), bg.b.Where(), bg.out)
+	}
+	if _, err := os.Stat(chromiumtest.Path); err != nil && os.Getenv("TOOLGATE_REQUIRE_CHROMIUM") != "1" {
+		p.t.Logf("%s: no %s: approving through the inbox's API, as its page does (TOOLGATE_REQUIRE_CHROMIUM=1 requires the browser)", b.Where(), chromiumtest.Path)
+		p.approveByAPI(b, m[1])
+		return
+	}
+	ctx := chromiumtest.Browser(p.t, "the README's walk through the inbox", 2*time.Minute, chromedp.WindowSize(1000, 1300))
+	poll := func(expr string) chromedp.Action[bool] {
+		return chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(90*time.Second))
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
+		p.t.Fatalf("%s: opening %s: %v", b.Where(), m[1], err)
+	}
+	if _, err := chromedp.Run(ctx, poll(`document.querySelectorAll('.card .approve').length === 1`)); err != nil {
+		p.t.Fatalf("%s: the inbox at %s never listed one call to approve: %v\n--- output\n%s", b.Where(), m[1], err, bg.out)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#name"), "alice"), chromedp.Click(chromedp.CSS(".card .approve"))); err != nil {
+		p.t.Fatalf("%s: approving in the inbox: %v", b.Where(), err)
+	}
+	if _, err := chromedp.Run(ctx, poll(`document.querySelectorAll('.card').length === 0`)); err != nil {
+		msg, _ := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS("#calls")))
+		p.t.Fatalf("%s: the approved call is still listed (%v); the page says: %s", b.Where(), err, msg)
+	}
+}
+
+// approveByAPI lists the inbox's one waiting call and approves it as alice,
+// with the headers and the digest the page would send.
+func (p *page) approveByAPI(b Block, base string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var list inbox.List
+	for len(list.Calls) != 1 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/pending", nil)
+		req.Header.Set(inbox.Header, "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+		}
+		if ctx.Err() != nil {
+			p.t.Fatalf("%s: the inbox at %s never listed one call (%v): %+v", b.Where(), base, err, list.Calls)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	c := list.Calls[0]
+	body, _ := json.Marshal(map[string]any{"run": c.Run, "decision": "approve", "call_id": c.CallID,
+		"args_digest": c.ArgsDigest, "kind": c.Kind, "approver": "alice"})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/decide", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(inbox.Header, "1")
+	req.Header.Set("Origin", base)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s: approving in the inbox: %v", b.Where(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		p.t.Fatalf("%s: approving in the inbox: %s %s", b.Where(), resp.Status, msg)
+	}
+}
+
+// sameAs checks that a Go block is the code a test compiles and runs.
+func (p *page) sameAs(b Block) {
+	p.ran++
+	src, err := os.ReadFile(filepath.Join(p.root, b.Path))
+	if err != nil {
+		p.t.Fatalf("%s: %v", b.Where(), err)
+	}
+	want, err := Region(src)
+	if err != nil {
+		p.t.Fatalf("%s: %s: %v", b.Where(), b.Path, err)
+	}
+	if b.Code != want {
+		p.t.Errorf("%s: the block is not %s's README region; the file has:\n%s\nthe page shows:\n%s", b.Where(), b.Path, want, b.Code)
+	}
+}
+
+// stopAll stops the page's background blocks as Ctrl-C would, then kills
+// what is left.
+func (p *page) stopAll() {
+	for i := len(p.bg) - 1; i >= 0; i-- {
+		bg := p.bg[i]
+		_ = syscall.Kill(-bg.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-bg.done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-bg.cmd.Process.Pid, syscall.SIGKILL)
+			<-bg.done
+		}
+	}
+	p.bg = nil
+}
+
+// pagesOf lists the README and the docs pages, relative to root.
+func pagesOf(t *testing.T, root string) []string {
+	pages := []string{"README.md"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs pages under %s: %v", root, err)
+	}
+	sort.Strings(docs)
+	for _, d := range docs {
+		pages = append(pages, filepath.Join("docs", filepath.Base(d)))
+	}
+	return pages
+}
+
+func moduleRoot(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// buildToolgate builds the binary as a reader's `go build` does (no test
+// tags).
+func buildToolgate(t *testing.T, root string) string {
+	bin := filepath.Join(t.TempDir(), "toolgate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolgate")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/toolgate: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer written by a process and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
