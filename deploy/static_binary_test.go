@@ -49,7 +49,7 @@ func TestDockerfileBinaryIsStaticAndServesTheComposeWorker(t *testing.T) {
 		t.Errorf("toolgate --help: %v\n%s", err, out)
 	}
 
-	// `worker -h` prints the worker's flags (and exits non-zero, as flag.ErrHelp).
+	// `worker -h` prints the worker's help, every flag of its flag set among it.
 	help, _ := exec.CommandContext(ctx, bin, "worker", "-h").CombinedOutput()
 	for _, flag := range commandFlags(loadCompose(t).service(t, workerService).Command) {
 		if !strings.Contains(string(help), "-"+strings.TrimPrefix(flag, "--")+" ") &&

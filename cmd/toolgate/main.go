@@ -25,66 +25,6 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-const usage = `toolgate — a durable, safe tool executor for AI agents, on Temporal.
-
-Usage:
-  toolgate demo   [--yes] [--data DIR] [--planner support|openai] [--policy FILE] [--notify FILE] [--mcp FILE [--share DIR]]
-  toolgate dev    [--data DIR] [--db postgres://USER@HOST:PORT/DB] [--no-worker] [--desk-db postgres://…]
-                  [--address HOST:PORT] [--ui-address HOST:PORT] [--namespace NS] [--allow-auto-approve]
-                  [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--http-api] [--policy FILE]
-                  [--mcp FILE] [--notify FILE [--via-key FILE]] [--inbox-address HOST:PORT] [--encryption-key-file FILE]
-                  [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
-                  [--mcp-address HOST:PORT --mcp-tokens FILE [--mcp-wait 3m]]
-                  [--agui-address HOST:PORT [--agui-origin URL]... [--agui-planner support|openai] [--agui-tokens FILE]]
-  toolgate inbox  [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE]
-                  [--insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s] [--notify FILE [--policy FILE [--via-key FILE]] [--replies-only]]
-  toolgate agui   [--listen HOST:PORT] [CONNECTION] [--task-queue Q] [--agui-planner support|openai]
-                  [--agui-origin URL]... [--host H]... [--listen-tls-cert FILE --listen-tls-key FILE | --insecure]
-                  [--approval-timeout D] [--idle-timeout D] [--agui-tokens FILE] [--policy FILE]
-  toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--allow-auto-approve]
-                  [--search-attributes] [--desk-db postgres://…] [--metrics-address HOST:PORT]
-                  [--otlp-endpoint HOST:PORT [--otlp-insecure]] [--policy FILE] [--mcp FILE] [--notify FILE]
-  toolgate mcp list --mcp FILE [--json]
-  toolgate mcp serve (--listen HOST:PORT --tokens FILE | --stdio [--as NAME [--key FILE]] [--run NAME]) [--mcp-wait 3m]
-                  [--listen-tls-cert FILE --listen-tls-key FILE | --insecure] [--host H]... [--origin O]...
-                  [--approve-by-elicitation] [CONNECTION] [--task-queue Q] [--data DIR] [--policy FILE] [--mcp FILE] [worker's flags]
-  toolgate mcp token new NAME --tokens FILE [--key FILE]
-  toolgate run    --id ID (--plan FILE | --goal TEXT) [--planner support|openai] [--approval human|deny|always_approve] [--wait]
-                  [--as NAME --key FILE] [CONNECTION]
-  toolgate status|next|trace ID [--json] [CONNECTION]
-  toolgate approve ID CALL_ID... [--as NAME [--key FILE]] [--note TEXT] [--args JSON] [--data JSON] [CONNECTION]
-  toolgate reject  ID CALL_ID... --reason TEXT [--cancel] [--as NAME [--key FILE]] [CONNECTION]
-  toolgate respond ID CALL_ID --response JSON [--note TEXT] [--as NAME [--key FILE]] [CONNECTION]
-  toolgate steps   ID [--json] [CONNECTION]          every call of the run's chain, its status, approver and rewind point
-  toolgate rewind  ID --to CALL_ID --dry-run [--json] [CONNECTION]      what a rewind would do, and its digest
-  toolgate rewind  ID --to CALL_ID --expect DIGEST [--as NAME [--key FILE]] [CONNECTION]
-  toolgate fork    ID --at CALL_ID --id NEW_ID [--args JSON] [--as NAME [--key FILE]] [CONNECTION]
-  toolgate grant   ID TOOL --as NAME --key FILE [--when EXPR] [--uses N] [--for DURATION] [CONNECTION]
-  toolgate revoke  ID GRANT_ID --as NAME --key FILE [CONNECTION]
-  toolgate pending [--json] [--page-size N] [--page TOKEN | --all] [--tool NAME] [--task-queue Q]... [--query-timeout 2s] [CONNECTION]
-  toolgate replay FILE... [--encryption-key-file FILE]
-  toolgate audit  HISTORY.json... [--policy FILE] [--encryption-key-file FILE]
-  toolgate keys new NAME [--dir DIR]
-  toolgate keys encryption FILE
-  toolgate keys tls DIR [--host H]...
-  toolgate notify test FILE                         one test message to every target of a notify file
-  toolgate codec-server [--listen HOST:PORT] --encryption-key-file FILE [--origin URL]... [--auth-file FILE]
-                  [--namespace NS]... [--tls-cert FILE --tls-key FILE] [--insecure]
-
-CONNECTION (as the temporal CLI: a profile of its temporal.toml, then TEMPORAL_*
-variables, then these flags, each over the one before):
-  [--address HOST:PORT] [--namespace NS] [--profile NAME] [--config-file FILE]
-  [--api-key KEY] [--tls[=false]] [--tls-cert FILE --tls-key FILE] [--tls-ca FILE]
-  [--tls-server-name NAME] [--encryption-key-file FILE]
-
-The benchmark is a command of its own (BENCHMARKS.md):
-  go run ./cmd/toolgate-bench [--calls N] [--rounds R] [--session 1000[,10000:local]] [--json FILE]
-
---address defaults to the profile's, $TEMPORAL_ADDRESS or 127.0.0.1:7233, --namespace
-to the profile's, $TEMPORAL_NAMESPACE or default, --data DIR to .toolgate/ under the
-current directory.
-`
-
 // exitError carries a process exit code with its message.
 type exitError struct {
 	code int
@@ -115,15 +55,28 @@ func main() {
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// stopped is the flag set whose parsing stopped, at -h/--help or at a
+	// bad flag, and its command's name (c.flags sets it).
+	stopped *helped
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
-	cmds := map[string]func(context.Context, []string) error{
+	switch {
+	case len(args) == 0 || isHelpArg(args[0]) && len(args) == 1:
+		fmt.Fprint(stdout, groupedHelp())
+		return nil
+	case isHelpArg(args[0]):
+		return c.help(ctx, args[1:]) // toolgate help COMMAND...
+	case len(args) > 1 && isHelpArg(args[1]) && isGroup(args[0]):
+		return c.help(ctx, args[:1]) // toolgate keys --help
+	}
+	return c.dispatch(ctx, args)
+}
+
+// commands are toolgate's commands by their first word.
+func (c *cli) commands() map[string]func(context.Context, []string) error {
+	return map[string]func(context.Context, []string) error{
 		"demo": c.demo, "dev": c.dev, "worker": c.worker,
 		"run": c.start, "status": c.status, "next": c.next, "trace": c.trace,
 		"approve": c.approve, "reject": c.reject, "respond": c.respond,
@@ -132,17 +85,35 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 		"codec-server": c.codecServer, "agui": c.aguiCmd, "notify": c.notify,
 	}
-	cmd, ok := cmds[args[0]]
+}
+
+// dispatch runs the command args name. A command whose flags stop at
+// -h/--help has its help printed (printHelp, with the flag set it built); a
+// bad flag's error names `toolgate help COMMAND`.
+func (c *cli) dispatch(ctx context.Context, args []string) error {
+	cmd, ok := c.commands()[args[0]]
 	if !ok {
 		return fmt.Errorf("unknown command %q (see toolgate --help)", args[0])
 	}
-	return cmd(ctx, args[1:])
+	err := cmd(ctx, args[1:])
+	if s := c.stopped; s != nil && err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(c.stdout, s.name, s.fs)
+			return nil
+		}
+		return fmt.Errorf("%w (toolgate help %s lists its flags)", err, s.name)
+	}
+	return err
 }
 
-// flags returns a flag set that reports its errors instead of exiting.
+// flags returns command name's flag set, which reports its errors instead
+// of exiting, and stops at -h/--help for dispatch to print the command's help.
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("toolgate "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	// The flag package prints a bad flag's error, then calls Usage: the
+	// error is printed once, by main, and help goes to stdout (dispatch).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { c.stopped = &helped{name: name, fs: fs} }
 	return fs
 }
 

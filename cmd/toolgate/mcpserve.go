@@ -45,9 +45,6 @@ func (c *cli) mcp(ctx context.Context, args []string) error {
 			return errors.New(mcpUsage)
 		}
 		return c.mcpTokenNew(args[2:])
-	case "-h", "--help", "help":
-		fmt.Fprintln(c.stdout, mcpUsage)
-		return nil
 	}
 	return fmt.Errorf("unknown mcp command %q\n%s", args[0], mcpUsage)
 }

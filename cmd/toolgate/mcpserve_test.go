@@ -21,10 +21,13 @@ func TestHelpListsMCPCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"toolgate mcp list", "toolgate mcp serve", "toolgate mcp token new", "--mcp-address"} {
+	for _, want := range []string{"\n  mcp list ", "\n  mcp serve ", "\n  mcp token new "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+	if dev, _, err := runCLI("help", "dev"); err != nil || !strings.Contains(dev, "\n  --mcp-address ") {
+		t.Errorf("toolgate help dev: %v; lacks --mcp-address:\n%s", err, dev)
 	}
 	if _, _, err := runCLI("mcp"); err == nil || !strings.Contains(err.Error(), "mcp serve") {
 		t.Errorf("toolgate mcp: %v, want the mcp usage", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"golang.org/x/term"
@@ -173,7 +174,7 @@ type workerFlags struct {
 	cn          *connect.Settings
 	tq          *string
 	data        *string
-	searchAttrs *bool
+	searchAttrs *searchAttrsMode
 	sv          serving
 }
 
@@ -182,7 +183,7 @@ func (c *cli) addWorkerFlags(fs *flag.FlagSet) *workerFlags {
 		cn:          c.connFlags(fs),
 		tq:          taskQueueFlag(fs),
 		data:        dataFlag(fs),
-		searchAttrs: fs.Bool("search-attributes", false, "the namespace has ToolgateStatus (Keyword) and ToolgatePendingTools (KeywordList): keep them current"),
+		searchAttrs: searchAttrsFlag(fs),
 		sv:          servingFlags(fs),
 	}
 }
@@ -241,15 +242,32 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
-	opts.SearchAttributes, opts.Notify = *wf.searchAttrs, notifierOf(wo.notify)
-	cl, w, conn, err := worker.Connect(ctx, *wf.cn, *wf.tq, opts, func(o *client.Options) {
+	opts.Notify = notifierOf(wo.notify)
+	// worker.Connect, with the namespace asked for its search attributes
+	// between dialing and starting.
+	cs := *wf.cn
+	cs.Worker = true
+	cl, conn, err := connect.Dial(ctx, cs, func(o *client.Options) {
 		o.Logger, o.MetricsHandler = c.quietLogger(), tel.handler()
 	})
 	if err != nil {
 		return nil, err
 	}
+	rw.closes = append(rw.closes, cl.Close)
+	if opts.SearchAttributes, err = resolveSearchAttrs(ctx, *wf.searchAttrs, conn.Namespace(), func(ctx context.Context) (*operatorservice.ListSearchAttributesResponse, error) {
+		return cl.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: conn.Namespace()})
+	}, c.stderr); err != nil {
+		return nil, err
+	}
+	if opts.DataConverter == nil {
+		opts.DataConverter, opts.FailureConverter = conn.Options.DataConverter, conn.Options.FailureConverter
+	}
+	w, err := worker.Start(cl, *wf.tq, opts)
+	if err != nil {
+		return nil, err
+	}
 	rw.client, rw.worker, rw.conn, rw.opts = cl, w, conn, opts
-	rw.closes = append(rw.closes, cl.Close, w.Stop)
+	rw.closes = append(rw.closes, w.Stop)
 	return rw, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -96,8 +97,13 @@ type telemetry struct {
 // encryption key file: with one, spans go out redacted (tracing.Redact).
 // Stop them with stop once the worker has stopped.
 func (c *cli) parseServing(ctx context.Context, fs *flag.FlagSet, args []string, sv serving, keyFile *string) (*telemetry, error) {
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return nil, err
+	}
+	if len(pos) > 0 { // a bool flag's value given apart (--search-attributes false) would be one
+		return nil, fmt.Errorf("%s takes no arguments (got %q): a flag's value goes after =, as in --search-attributes=false",
+			strings.TrimPrefix(fs.Name(), "toolgate "), pos[0])
 	}
 	if *sv.otlpInsecure && *sv.otlpEndpoint == "" {
 		return nil, errors.New("--otlp-insecure needs --otlp-endpoint")
