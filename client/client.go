@@ -4,12 +4,13 @@
 //
 //	c := client.New(temporalClient)
 //	run, err := c.Start(ctx, "ticket-42", workflows.RunInput{Goal: "…", Planner: …})
-//	st, err := c.State(ctx, "ticket-42")            // status, interrupts with args_digest
-//	out := c.Approve(ctx, "ticket-42", client.As("alice"), "c-3")  // bound to the digest state showed
+//	st, err := c.AwaitDecision(ctx, "ticket-42")    // once a call waits: its interrupt, with args_digest
+//	outs, err := c.Approve(ctx, "ticket-42", client.As("alice"), st.Interrupts[0].CallID) // bound to that digest
 //	res, err := c.Result(ctx, "ticket-42")
 //
 // Refusals are typed: errors.Is(err, ErrUnknownRun), ErrUnknownCall,
-// ErrAlreadyDecided, ErrDigestMismatch or ErrRefusedInput.
+// ErrAlreadyDecided, ErrDigestMismatch or ErrRefusedInput (and ErrRunEnded
+// from AwaitDecision).
 package client
 
 import (
@@ -39,6 +40,8 @@ type Client struct {
 	// resultCheck is how often Result asks whether the run has closed
 	// while its long poll has not answered (resultCheckInterval).
 	resultCheck time.Duration
+	// decisionPoll is AwaitDecision's first wait between two looks.
+	decisionPoll time.Duration
 	// queryTimeout bounds the queries of one run while listing (WithQueryTimeout).
 	queryTimeout time.Duration
 	// dc and fc decode histories (Steps, rewinds); namespace is where
@@ -79,7 +82,8 @@ func WithNamespace(ns string) Option { return func(c *Client) { c.namespace = ns
 
 // New returns a Client over tc.
 func New(tc sdkclient.Client, opts ...Option) *Client {
-	c := &Client{tc: tc, taskQueue: workflows.TaskQueue, resultCheck: resultCheckInterval, queryTimeout: DefaultQueryTimeout}
+	c := &Client{tc: tc, taskQueue: workflows.TaskQueue, resultCheck: resultCheckInterval, decisionPoll: decisionPoll,
+		queryTimeout: DefaultQueryTimeout}
 	for _, o := range opts {
 		o(c)
 	}

@@ -35,6 +35,10 @@ var (
 	// key the client's data converter lacks, a result that is not a
 	// RunResult.
 	ErrUnreadable = errors.New("unreadable")
+	// ErrRunEnded: the run ended before what was waited for happened
+	// (AwaitDecision: before any of its calls waited for a human; the error
+	// is an *EndedError, with how the run ended).
+	ErrRunEnded = errors.New("run ended")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.

@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -16,8 +17,39 @@ import (
 	"github.com/toolgate/toolgate/worker"
 )
 
-// DeskFile is the demo desk's database file name under a data directory.
+// DeskFile is the demo desk's database file name under a data directory:
+// the desk `toolgate dev` and `toolgate worker` serve, which keeps every
+// change its runs make.
 const DeskFile = "desk.db"
+
+// DemoDeskFile is the file name, under a data directory, of the desk
+// `toolgate demo` serves: a desk of the demo's own, apart from DeskFile, and
+// reset to its seed at the start of every demo (ResetDesk), so each demo finds
+// TKT-3 open and no refunds paid, and never changes the desk of a
+// `toolgate dev` on the same data directory.
+const DemoDeskFile = "demo-desk.db"
+
+// ResetDesk resets the demo's own desk under dataDir (DemoDeskFile, made if
+// missing, as is dataDir) to its seed (desk.Desk.Reset) and returns its path,
+// for OptionsWithDesk. It is for `toolgate demo`, before its worker starts.
+func ResetDesk(ctx context.Context, dataDir string) (string, error) {
+	if err := private.Dir(dataDir); err != nil {
+		return "", fmt.Errorf("creating data directory: %w", err)
+	}
+	path := filepath.Join(dataDir, DemoDeskFile)
+	d, err := desk.Open(path)
+	if err != nil {
+		return "", err
+	}
+	if err := d.Reset(ctx); err != nil {
+		_ = d.Close()
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if err := d.Close(); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return path, nil
+}
 
 // Options returns the options of toolgate's demo worker: the demo support
 // desk (its SQLite file under dataDir) and the support and OpenAI planners.

@@ -229,29 +229,60 @@ func (d *Desk) setup(ctx context.Context) error {
 				return fmt.Errorf("creating schema: %w", err)
 			}
 		}
-		for i, t := range seedTickets {
-			if _, err := tx.ExecContext(ctx,
-				d.q(`INSERT OR IGNORE INTO tickets (seq, id, title, body, status) VALUES (?, ?, ?, ?, 'open')`),
-				i+1, t.id, t.title, t.body); err != nil {
-				return fmt.Errorf("seeding ticket %s: %w", t.id, err)
-			}
-		}
-		for i, b := range seedBookings {
-			if _, err := tx.ExecContext(ctx,
-				d.q(`INSERT OR IGNORE INTO bookings (seq, id, guest, hotel, nights, amount_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-				i+1, b.id, b.guest, b.hotel, b.nights, b.amount, seedTime); err != nil {
-				return fmt.Errorf("seeding booking %s: %w", b.id, err)
-			}
-		}
-		for _, o := range seedOrders {
-			if _, err := tx.ExecContext(ctx,
-				d.q(`INSERT OR IGNORE INTO orders (id, status, updated_at) VALUES (?, ?, ?)`),
-				o.id, o.status, o.updatedAt); err != nil {
-				return fmt.Errorf("seeding order %s: %w", o.id, err)
-			}
-		}
-		return nil
+		return d.seed(ctx, tx)
 	})
+}
+
+// seed inserts the demo data that is missing; rows already there are kept as
+// they are (INSERT OR IGNORE).
+func (d *Desk) seed(ctx context.Context, tx *sql.Tx) error {
+	for i, t := range seedTickets {
+		if _, err := tx.ExecContext(ctx,
+			d.q(`INSERT OR IGNORE INTO tickets (seq, id, title, body, status) VALUES (?, ?, ?, ?, 'open')`),
+			i+1, t.id, t.title, t.body); err != nil {
+			return fmt.Errorf("seeding ticket %s: %w", t.id, err)
+		}
+	}
+	for i, b := range seedBookings {
+		if _, err := tx.ExecContext(ctx,
+			d.q(`INSERT OR IGNORE INTO bookings (seq, id, guest, hotel, nights, amount_cents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			i+1, b.id, b.guest, b.hotel, b.nights, b.amount, seedTime); err != nil {
+			return fmt.Errorf("seeding booking %s: %w", b.id, err)
+		}
+	}
+	for _, o := range seedOrders {
+		if _, err := tx.ExecContext(ctx,
+			d.q(`INSERT OR IGNORE INTO orders (id, status, updated_at) VALUES (?, ?, ?)`),
+			o.id, o.status, o.updatedAt); err != nil {
+			return fmt.Errorf("seeding order %s: %w", o.id, err)
+		}
+	}
+	return nil
+}
+
+// Reset puts the desk back to its seed, in one transaction: every ticket
+// open again as seeded (no resolution, no closer), every refund paid and
+// every booking made since removed, the orders as seeded. The schema stays.
+//
+// It is for the demo: `toolgate demo` resets a desk file of its own
+// (demo.DemoDeskFile, demo.ResetDesk) at its start, so every demo closes TKT-3 and pays its
+// refunds afresh. It throws away every change the tools made, and with it the
+// record of who approved them: never call it on a desk whose changes matter
+// (the one `toolgate dev` and `toolgate worker` use).
+func (d *Desk) Reset(ctx context.Context) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		// Payments first: they reference bookings.
+		for _, table := range []string{"payments", "bookings", "tickets", "orders"} {
+			if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM `+table)); err != nil {
+				return fmt.Errorf("emptying %s: %w", table, err)
+			}
+		}
+		return d.seed(ctx, tx)
+	})
+	if err != nil {
+		return fmt.Errorf("desk: resetting to the seed: %w", err)
+	}
+	return nil
 }
 
 // inTx runs fn in one transaction and commits it when fn returns nil.

@@ -596,3 +596,49 @@ func TestDerivedSchemasKeepTheBounds(t *testing.T) {
 	assert.JSONEq(t, `10`, string(search.Properties["limit"].Default))
 	assert.JSONEq(t, `"any"`, string(search.Properties["status"].Default))
 }
+
+// Reset (the demo's) puts the desk back to its seed: the closed ticket open
+// again with no closer, the refunds and the booking made since gone, so a
+// refund the cap refused before is paid again; the schema and the seed stay.
+func TestResetReturnsToTheSeed(t *testing.T) {
+	d, path := openDesk(t)
+	ctx := context.Background()
+	var closed CloseResult
+	mustCall(t, d, "close_ticket", approved("run-1/c-3", `{"ticket_id":"TKT-3","resolution":"reset the password"}`), &closed)
+	var paid RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-4", `{"booking_id":"BK-3","amount_cents":9900}`), &paid)
+	var booked Booking
+	mustCall(t, d, "book_hotel", approved("run-1/c-5", `{"guest":"Ada Lovelace","hotel":"Hotel Aurora","nights":1}`), &booked)
+	_, err := call(t, d, "refund", approved("run-1/c-6", `{"booking_id":"BK-3","amount_cents":100}`))
+	appError(t, err, tool.TypeToolFailure)
+	require.Contains(t, err.Error(), "already refunded")
+
+	require.NoError(t, d.Reset(ctx))
+
+	tk, err := d.Ticket(ctx, "TKT-3")
+	require.NoError(t, err)
+	assert.Equal(t, Ticket{ID: "TKT-3", Title: "Cannot log in after password reset",
+		Body: "I reset my password yesterday and now the login page says my credentials are invalid.", Status: StatusOpen}, tk)
+	assert.Equal(t, 5, count(t, d, `SELECT COUNT(*) FROM tickets WHERE status = 'open' AND resolution IS NULL AND closed_key IS NULL`))
+	assert.Equal(t, 0, count(t, d, `SELECT COUNT(*) FROM payments`))
+	assert.Equal(t, 3, count(t, d, `SELECT COUNT(*) FROM bookings WHERE idem_key IS NULL`))
+	assert.Equal(t, 3, count(t, d, `SELECT COUNT(*) FROM bookings`), "the booking made since is gone")
+	assert.Equal(t, 3, count(t, d, `SELECT COUNT(*) FROM orders`))
+
+	// The cap counts from the seed again: the same full refund is paid, as
+	// new (its key's payment is gone with the rest).
+	var again RefundResult
+	mustCall(t, d, "refund", approved("run-1/c-4", `{"booking_id":"BK-3","amount_cents":9900}`), &again)
+	assert.False(t, again.Duplicate)
+	mustCall(t, d, "close_ticket", approved("run-2/c-3", `{"ticket_id":"TKT-3"}`), &closed)
+	assert.False(t, closed.AlreadyClosed, "TKT-3 is closed afresh")
+
+	// A reset desk is a desk like any other: opened again, it is as it was left.
+	require.NoError(t, d.Close())
+	d2, err := Connect(path)
+	require.NoError(t, err)
+	defer d2.Close()
+	pays, err := d2.Payments(ctx, "BK-3")
+	require.NoError(t, err)
+	assert.Len(t, pays, 1)
+}

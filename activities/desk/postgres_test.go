@@ -30,6 +30,7 @@ func TestOnPostgres(t *testing.T) {
 		"BookHotelApprovedBooksOnce":      TestBookHotelApprovedBooksOnce,
 		"CarrierStatusFallback":           TestCarrierStatusFailsTransientlyAndFallbackAnswers,
 		"DataSurvivesReopen":              TestDataSurvivesReopen,
+		"ResetReturnsToTheSeed":           TestResetReturnsToTheSeed,
 	} {
 		t.Run(name, test)
 	}

@@ -316,6 +316,13 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		}
 		defer rcv.stop()
 	}
+	// A desk of the demo's own, at its seed: every demo closes TKT-3 and
+	// pays its refunds afresh, and the desk of a `toolgate dev` on the same
+	// data directory (demo.DeskFile) is never touched.
+	if wo.deskDB, err = demo.ResetDesk(ctx, *data); err != nil {
+		return fmt.Errorf("the demo's desk: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "demo desk: %s, reset to its seed (TKT-3 open, no refunds)\n", wo.deskDB)
 	fmt.Fprintf(c.stdout, "starting the embedded Temporal server (data in %s) …\n", *data)
 	s, err := c.up(ctx, devserver.Options{DataDir: *data, Address: "127.0.0.1:0", Namespace: "default"}, connect.Settings{}, &wo, nil)
 	if err != nil {

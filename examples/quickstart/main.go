@@ -3,11 +3,14 @@
 //
 // A read tool and a destructive one, a worker for them, and a run that reads
 // an order and cancels it: the run pauses at the gate until this program
-// approves that exact call through toolgate's client.
+// approves that exact call through toolgate's client. The README's "Use
+// toolgate in your own program" shows the lines between the README:begin
+// and README:end markers below, word for word.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -24,58 +27,55 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// OrderArgs are both tools' arguments; the schema the planner sees comes from here.
-type OrderArgs struct {
+// README:begin
+type orderArgs struct { // both tools' arguments: the schema the planner sees comes from here
 	OrderID string `json:"order_id" jsonschema:"the order's id, e.g. ORD-1"`
 }
 
-// Tools declares the tools over orders (id → status): one function each.
-// Destructive is declared here, where a tool is registered, and nowhere else.
-func Tools(orders *sync.Map) []tool.Tool {
-	lookup := func(ctx context.Context, a OrderArgs) (map[string]any, error) {
+// Run serves the tools, runs an agent that cancels ORD-1, approves that call, returns the result.
+func Run(ctx context.Context, tc client.Client, orders *sync.Map, out io.Writer) (workflows.RunResult, error) {
+	lookup := func(ctx context.Context, a orderArgs) (map[string]any, error) {
 		status, _ := orders.Load(a.OrderID)
 		return map[string]any{"order_id": a.OrderID, "status": status}, nil
 	}
-	cancel := func(ctx context.Context, a OrderArgs) (map[string]any, error) {
+	cancel := func(ctx context.Context, a orderArgs) (map[string]any, error) {
 		orders.Store(a.OrderID, "cancelled")
 		return map[string]any{"order_id": a.OrderID, "status": "cancelled"}, nil
 	}
-	return []tool.Tool{
+	tools := []tool.Tool{ // Destructive is declared here, where a tool is registered, and nowhere else
 		tool.New(tool.Spec{Name: "lookup_order", Description: "Look an order up."}, lookup),
-		tool.New(tool.Spec{Name: "cancel_order", Description: "Cancel an order.", Destructive: true, Invalidates: []string{"lookup_order"}}, cancel),
+		tool.New(tool.Spec{Name: "cancel_order", Description: "Cancel an order.", Destructive: true,
+			Invalidates: []string{"lookup_order"}}, cancel),
 	}
-}
-
-// Run starts a worker for the tools on task queue "quickstart", runs the
-// agent, approves the cancellation it pauses for, and returns the result.
-func Run(ctx context.Context, tc client.Client, orders *sync.Map, out io.Writer) (workflows.RunResult, error) {
-	w, err := worker.Start(tc, "quickstart", worker.Options{Tools: Tools(orders)})
+	w, err := worker.Start(tc, "quickstart", worker.Options{Tools: tools})
 	if err != nil {
 		return workflows.RunResult{}, err
 	}
 	defer w.Stop()
 	c := tgclient.New(tc, tgclient.WithTaskQueue("quickstart"))
-	id, args := fmt.Sprintf("quickstart-%d", time.Now().UnixNano()), []byte(`{"order_id":"ORD-1"}`)
+	id, args := fmt.Sprintf("quickstart-%d", time.Now().UnixNano()), json.RawMessage(`{"order_id":"ORD-1"}`)
 	steps := [][]tool.Proposal{{{Tool: "lookup_order", Args: args}}, {{Tool: "cancel_order", Args: args}}}
-	in := workflows.RunInput{Goal: "cancel ORD-1", Planner: plan.Config{Kind: plan.KindScripted, Turns: steps, Answer: "ORD-1 is cancelled"}}
-	if _, err := c.Start(ctx, id, in); err != nil {
+	planner := plan.Config{Kind: plan.KindScripted, Turns: steps, Answer: "ORD-1 is cancelled"} // scripted; or plan.KindOpenAI
+	if _, err := c.Start(ctx, id, workflows.RunInput{Goal: "cancel ORD-1", Planner: planner}); err != nil {
 		return workflows.RunResult{}, err
 	}
-	for st := (workflows.State{}); len(st.Interrupts) == 0; time.Sleep(100 * time.Millisecond) {
-		if st, err = c.State(ctx, id); err != nil {
-			return workflows.RunResult{}, err
-		}
-		for _, it := range st.Interrupts { // the run waits for a human: decide this exact call
-			fmt.Fprintf(out, "%s waits for a human: %s %s\n", it.CallID, it.Tool, it.CallArgs)
-			outs, err := c.Approve(ctx, id, tgclient.As("quickstart"), it.CallID) // bound to it.ArgsDigest
-			if err != nil || outs[0].Err != nil {
-				return workflows.RunResult{}, fmt.Errorf("approving: %v %v", err, outs)
-			}
-			fmt.Fprintln(out, outs[0])
-		}
+	st, err := c.AwaitDecision(ctx, id) // returns once a call waits for a human: cancel_order, at the gate
+	if err != nil {
+		return workflows.RunResult{}, err
 	}
+	it := st.Interrupts[0] // the call, its exact arguments and their args_digest
+	fmt.Fprintf(out, "%s waits for a human: %s %s\n", it.CallID, it.Tool, it.CallArgs)
+	res, err := c.Decide(ctx, id, true, workflows.DecisionInput{CallID: it.CallID, Approver: "quickstart",
+		ArgsDigest: it.ArgsDigest, Kind: it.Kind}) // approves exactly the arguments shown, or is refused
+	if err != nil {
+		return workflows.RunResult{}, fmt.Errorf("approving %s: %w", it.CallID, err)
+	}
+	fmt.Fprintf(out, "%s %s (%s) by %s\n", res.Decision, res.CallID, res.Tool, res.Approver)
 	return c.Result(ctx, id)
 }
+
+// tc is any Temporal client: connect.Dial(ctx, connect.Settings{}, nil) dials the temporal CLI's.
+// README:end
 
 func main() {
 	// The temporal CLI's profile, TEMPORAL_* variables (address, API key, TLS):
