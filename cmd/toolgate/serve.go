@@ -42,7 +42,7 @@ var searchAttributes = map[string]enumspb.IndexedValueType{
 }
 
 func dataFlag(fs *flag.FlagSet) *string {
-	return fs.String("data", ".toolgate", "data directory: the embedded server's and the demo desk's SQLite files")
+	return fs.String("data", ".toolgate", "data directory: the embedded server's SQLite files, the desk's (desk.db) and the demo's own desk (demo-desk.db, reset at each demo)")
 }
 
 // stack is an embedded server with a toolgate worker on it.
@@ -350,7 +350,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 				return c.sendAndSay(ctx, s.client, id, "approve", workflows.DecisionInput{CallID: it.CallID, Approver: "demo --yes", ArgsDigest: it.ArgsDigest, Kind: it.Kind})
 			}
 		case !isTerminal(c.stdin):
-			fmt.Fprintf(c.stdout, "(no terminal and no --yes: a decision is needed from another shell; the server is at %s)\n", s.server.Address())
+			fmt.Fprintf(c.stdout, "(no terminal and no --yes: decide in the approvals inbox above, or from another shell; the server is at %s)\n", s.server.Address())
 			if ds != nil {
 				fmt.Fprintf(c.stdout, "(sign it as one of the policy's approvers: --as NAME --key %s)\n", ds.keyFile("NAME"))
 			}
