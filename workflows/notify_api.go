@@ -24,7 +24,7 @@ const (
 	NotifyFailed  = "failed"  // the run ended failed
 )
 
-// NotifyEvents lists every event, in the order the README gives them.
+// NotifyEvents lists every event, in the order docs/notifications.md gives them.
 var NotifyEvents = []string{NotifyWaiting, NotifyDecided, NotifyExpired, NotifyBlocked, NotifyFailed}
 
 // Trace statuses of notifications.

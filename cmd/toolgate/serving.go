@@ -41,7 +41,7 @@ func servingFlags(fs *flag.FlagSet) serving {
 		otlpInsecure: fs.Bool("otlp-insecure", false, "with --otlp-endpoint: connect to the collector in plaintext, without TLS"),
 		policyFile:   fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 		mcpFile:      mcpFlag(fs),
-		notifyFile:   fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (README: Notifications)"),
+		notifyFile:   fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (docs/notifications.md)"),
 		deskDB:       fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 	}
 }

@@ -3,9 +3,9 @@
 //
 // A read tool and a destructive one, a worker for them, and a run that reads
 // an order and cancels it: the run pauses at the gate until this program
-// approves that exact call through toolgate's client. The README's "Use
-// toolgate in your own program" shows the lines between the README:begin
-// and README:end markers below, word for word.
+// approves that exact call through toolgate's client. The README's "Go
+// teams" shows the lines between the README:begin and README:end markers
+// below, word for word (testsuite/readme checks it).
 package main
 
 import (

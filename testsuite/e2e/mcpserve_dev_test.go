@@ -14,7 +14,7 @@ import (
 // The demo, driven from an MCP client: `toolgate dev --mcp-address` serves
 // the demo desk's tools, and the client walks the seed through — the
 // search, the same search (a memo hit), the close, which waits until
-// `toolgate approve` — as README's "toolgate as an MCP server" shows.
+// `toolgate approve` — as docs/mcp.md's "toolgate as an MCP server" shows.
 func TestMCPDemoFromDev(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

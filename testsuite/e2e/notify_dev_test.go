@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/testsuite/testenv"
 )
 
-// `toolgate dev --notify FILE --inbox-address` as the README runs it: the
+// `toolgate dev --notify FILE --inbox-address` as docs/notifications.md runs it: the
 // run's webhook carries a link to the inbox's listener, whose confirm page
 // shows the call on a GET and approves it on the page's POST, while the
 // inbox itself is still served beside it.

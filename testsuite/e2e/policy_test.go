@@ -22,7 +22,7 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// policyYAML is the issue's policy (the README's, its deny first); the three keys are filled in.
+// policyYAML is the issue's policy (docs/policy.md's, its deny first); the three keys are filled in.
 const policyYAML = `
 approvers:
   alice: {key: "%s", roles: [support]}

@@ -55,7 +55,7 @@ func testSeedWalkThroughThroughTheClientAPI(t *testing.T, s *stack) {
 	}
 
 	// Exactly what `temporal workflow signal --name approve --input '{"call_id":"c-3","approver":"alice","args_digest":"…"}'`
-	// sends, with the digest read from the state query as the README shows.
+	// sends, with the digest read from the state query as docs/operating.md shows.
 	s.signal(id, workflows.SignalApprove, json.RawMessage(`{"call_id":"c-3","approver":"alice","args_digest":"`+it.ArgsDigest+`"}`))
 
 	res := s.result(id, waitTimeout)
