@@ -91,6 +91,16 @@ func (c *Client) decideAll(ctx context.Context, id, action string, who Decider, 
 		return nil, refused(ErrRefusedInput, "cancel goes with a rejection")
 	}
 	outs := make([]Outcome, len(callIDs))
+	if ended(st.Status) {
+		// A run that has closed takes no decision: say so, rather than that
+		// its calls do not wait (which signing would find first).
+		if err := c.closedNow(ctx, id, "decisions"); err != nil {
+			for i, callID := range callIDs {
+				outs[i] = Outcome{CallID: callID, Err: err}
+			}
+			return outs, nil
+		}
+	}
 	for i, callID := range callIDs {
 		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs, Data: who.Data, Response: response}
 		if action == signed.ActionReject {
@@ -159,11 +169,11 @@ func (c *Client) update(ctx context.Context, id, name string, in workflows.Decis
 	}
 	h, err := c.tc.UpdateWorkflow(ctx, uo)
 	if err != nil {
-		return workflows.DecisionResult{}, c.classify(id, err)
+		return workflows.DecisionResult{}, c.classifyTo(ctx, id, err, "decisions")
 	}
 	var res workflows.DecisionResult
 	if err := h.Get(ctx, &res); err != nil {
-		return workflows.DecisionResult{}, c.classify(id, err)
+		return workflows.DecisionResult{}, c.classifyTo(ctx, id, err, "decisions")
 	}
 	return res, nil
 }

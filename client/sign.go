@@ -113,11 +113,11 @@ func (c *Client) sendGrant(ctx context.Context, id, update string, key ed25519.P
 	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: update,
 		Args: []any{workflows.TokenInput{Token: tok}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 	if err != nil {
-		return workflows.Grant{}, c.classify(id, err)
+		return workflows.Grant{}, c.classifyTo(ctx, id, err, "grants or revocations")
 	}
 	var res workflows.GrantResult
 	if err := h.Get(ctx, &res); err != nil {
-		return workflows.Grant{}, c.classify(id, err)
+		return workflows.Grant{}, c.classifyTo(ctx, id, err, "grants or revocations")
 	}
 	return res.Grant, nil
 }
