@@ -121,14 +121,26 @@ func look(ctx context.Context, cl *tgclient.Client, id string) (tgclient.Snapsho
 	defer cancel()
 	s, err := cl.Look(qctx, id)
 	if errors.Is(err, tgclient.ErrUnreadable) {
-		return s, fmt.Errorf("%w. If the run's worker encrypts payloads, pass --encryption-key-file FILE with its key file "+
-			"(or set it in the profile); a run that is not an AgentRun has no state or result toolgate can show", err)
+		return s, keyAdvice(err)
 	}
 	var refusal *tgclient.Error
 	if err != nil && !errors.As(err, &refusal) {
 		return s, fmt.Errorf("querying run %s (is a toolgate worker running on its task queue?): %w", id, err)
 	}
 	return s, err
+}
+
+// unreadableAdvice is what to do about a run whose state, trace or result
+// this client cannot decode (client.ErrUnreadable).
+const unreadableAdvice = "If the run's worker encrypts payloads, pass --encryption-key-file FILE (the key file the worker uses), " +
+	"or set it in the profile; a run that is not an AgentRun has no state or result toolgate can show"
+
+// keyAdvice is err with unreadableAdvice if it is an ErrUnreadable.
+func keyAdvice(err error) error {
+	if errors.Is(err, tgclient.ErrUnreadable) {
+		return fmt.Errorf("%w. %s", err, unreadableAdvice)
+	}
+	return err
 }
 
 // status is `toolgate status ID`.
@@ -279,7 +291,7 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	defer tc.Close()
 	outs, err := decide(tgclient.New(tc), ctx, pos[0], who, pos[1:]...)
 	if err != nil {
-		return err
+		return keyAdvice(err)
 	}
 	return c.reportDecisions(name, outs)
 }
@@ -306,7 +318,7 @@ func (c *cli) sendResponse(ctx context.Context, cn *connect.Settings, pos []stri
 	defer tc.Close()
 	out, err := tgclient.New(tc).RespondTo(ctx, pos[0], who, pos[1], json.RawMessage(response))
 	if err != nil {
-		return err
+		return keyAdvice(err)
 	}
 	return c.reportDecisions("respond", []tgclient.Outcome{out})
 }
