@@ -17,13 +17,16 @@ import (
 // DefaultValidFor is how long a token the client signs stays valid.
 const DefaultValidFor = 10 * time.Minute
 
-// claims fills in the claims every token has: who, which run, when.
+// claims fills in the claims every token has: who, which run, when, and a
+// random token id, so that no two tokens signed are the same (the same
+// decision signed twice within a second would be otherwise, and a run takes
+// a token once).
 func claims(approver, id, action string, validFor time.Duration) signed.Claims {
 	if validFor <= 0 {
 		validFor = DefaultValidFor
 	}
 	now := time.Now()
-	return signed.Claims{Approver: approver, WorkflowID: id, Action: action, IssuedAt: now.Unix(), Expiry: now.Add(validFor).Unix()}
+	return signed.Claims{Approver: approver, WorkflowID: id, Action: action, ID: signed.NewID(), IssuedAt: now.Unix(), Expiry: now.Add(validFor).Unix()}
 }
 
 // signDecision signs who's decision on the interrupt it was bound to.
