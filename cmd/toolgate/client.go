@@ -232,7 +232,7 @@ func (c *cli) respond(ctx context.Context, args []string) error {
 func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	fs := c.flags(name)
 	cn := c.connFlags(fs)
-	as := fs.String("as", envOr("USER", "operator"), "who decides (kept in the trace; with --key, an approver of the worker's policy)")
+	as := fs.String("as", "", "who decides, kept in the trace (default $USER, said on stderr; with --key, an approver of the worker's policy)")
 	keyFile := fs.String("key", "", "sign the decision with this private key (toolgate keys new); a worker with a policy takes no other")
 	note := fs.String("note", "", "a note kept with the approval (or the response)")
 	reason := fs.String("reason", "", "why (required for reject; the planner receives it)")
@@ -253,6 +253,9 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	}
 	if len(pos) < 2 {
 		return fmt.Errorf("%s needs a run id and at least one call id", name)
+	}
+	if *as, err = c.decider(name, *as); err != nil {
+		return err
 	}
 	if name == "respond" {
 		return c.sendResponse(ctx, cn, pos, *as, *keyFile, *note, *response)
@@ -294,6 +297,20 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		return keyAdvice(err)
 	}
 	return c.reportDecisions(name, outs)
+}
+
+// decider is who decides: --as, or else $USER, which it says on stderr
+// (the trace keeps the name: it is never made up).
+func (c *cli) decider(name, as string) (string, error) {
+	if as != "" {
+		return as, nil
+	}
+	user := os.Getenv("USER")
+	if user == "" {
+		return "", fmt.Errorf("%s needs --as NAME: who decides is kept in the trace", name)
+	}
+	fmt.Fprintf(c.stderr, "deciding as %s ($USER; pass --as NAME to record someone else)\n", oneLine(user))
+	return user, nil
 }
 
 // sendResponse answers one call in its tool's place.
