@@ -18,7 +18,8 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// start is `toolgate run`: start an AgentRun (and with --wait, follow it).
+// start is `toolgate run`: start an AgentRun, wait for the worker to take
+// it (or refuse it: then it fails), and with --wait, follow it.
 func (c *cli) start(ctx context.Context, args []string) error {
 	fs := c.flags("run")
 	cn := c.connFlags(fs)
@@ -69,7 +70,9 @@ func (c *cli) start(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.stdout, "started %s (run %s) on task queue %s\n", wr.GetID(), wr.GetRunID(), *tq)
+	if err := c.awaitStart(ctx, tc, cl, wr, *tq); err != nil {
+		return err
+	}
 	if !*wait {
 		return nil
 	}
