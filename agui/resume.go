@@ -376,7 +376,7 @@ func refusalCode(err error) string {
 		{client.ErrUnauthorized, "unauthorized"}, {client.ErrDigestMismatch, "digest_mismatch"},
 		{client.ErrAlreadyDecided, "already_decided"}, {client.ErrUnknownCall, "unknown_call"},
 		{client.ErrEditRefused, "edit_refused"}, {client.ErrRefusedInput, "refused_answer"},
-		{client.ErrUnknownRun, "no_run"}, {client.ErrBusy, "busy"},
+		{client.ErrUnknownRun, "no_run"}, {client.ErrRunClosed, "run_closed"}, {client.ErrBusy, "busy"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.code

@@ -2,11 +2,13 @@ package agui
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -210,5 +212,19 @@ func TestAnApproverNameTheRunWritesIsRefused(t *testing.T) {
 	events(t, post(t, h, answer("carol")))
 	if len(f.decisions) != 2 || f.decisions[0].in.Approver != "carol" || f.decisions[1].in.Approver != "alice" {
 		t.Fatalf("decisions %+v, want carol's and alice's", f.decisions)
+	}
+}
+
+// A refusal names its kind in RUN_ERROR's code: a run that has closed is
+// run_closed, not no_run.
+func TestRefusalCodes(t *testing.T) {
+	for kind, want := range map[error]string{
+		client.ErrUnknownRun:     "no_run",
+		client.ErrRunClosed:      "run_closed",
+		client.ErrAlreadyDecided: "already_decided",
+	} {
+		if got := refusalCode(fmt.Errorf("approve c-1: %w", &client.Error{Kind: kind, Msg: "x"})); got != want {
+			t.Errorf("refusalCode(%v) = %q, want %q", kind, got, want)
+		}
 	}
 }

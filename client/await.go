@@ -70,7 +70,7 @@ func (c *Client) openState(ctx context.Context, id string) (st workflows.State, 
 	resp, err := c.tc.QueryWorkflowWithOptions(ctx, &sdkclient.QueryWorkflowWithOptionsRequest{
 		WorkflowID: id, QueryType: workflows.QueryState, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN})
 	if err != nil {
-		return st, false, c.classify(id, err)
+		return st, false, c.classify(ctx, id, err)
 	}
 	if rej := resp.QueryRejected; rej != nil {
 		return st, rej.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, nil
@@ -125,8 +125,9 @@ func (e *EndedError) Error() string {
 	return head
 }
 
-// Is makes errors.Is(err, ErrRunEnded) hold.
-func (e *EndedError) Is(target error) bool { return target == ErrRunEnded }
+// Is makes errors.Is(err, ErrRunEnded) hold, and ErrRunClosed too: the run
+// has closed.
+func (e *EndedError) Is(target error) bool { return target == ErrRunEnded || target == ErrRunClosed }
 
 // Unwrap is why the run's result could not be read, if it could not.
 func (e *EndedError) Unwrap() error { return e.Err }

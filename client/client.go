@@ -8,9 +8,9 @@
 //	outs, err := c.Approve(ctx, "ticket-42", client.As("alice"), st.Interrupts[0].CallID) // bound to that digest
 //	res, err := c.Result(ctx, "ticket-42")
 //
-// Refusals are typed: errors.Is(err, ErrUnknownRun), ErrUnknownCall,
-// ErrAlreadyDecided, ErrDigestMismatch or ErrRefusedInput (and ErrRunEnded
-// from AwaitDecision).
+// Refusals are typed: errors.Is(err, ErrUnknownRun), ErrRunClosed,
+// ErrUnknownCall, ErrAlreadyDecided, ErrDigestMismatch or ErrRefusedInput
+// (and ErrRunEnded from AwaitDecision).
 package client
 
 import (
@@ -197,7 +197,7 @@ func (c *Client) Trace(ctx context.Context, id string) ([]workflows.TraceRecord,
 func (c *Client) Tool(ctx context.Context, id, name string) (tool.Spec, error) {
 	v, err := c.tc.QueryWorkflow(ctx, id, "", workflows.QueryTool, name)
 	if err != nil {
-		return tool.Spec{}, c.classify(id, err)
+		return tool.Spec{}, c.classify(ctx, id, err)
 	}
 	var spec tool.Spec
 	if err := v.Get(&spec); err != nil {
@@ -220,7 +220,7 @@ type Snapshot struct {
 func (c *Client) Look(ctx context.Context, id string) (Snapshot, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return Snapshot{}, c.classify(id, err)
+		return Snapshot{}, c.classifyDescribe(id, err)
 	}
 	if status := desc.GetWorkflowExecutionInfo().GetStatus(); status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		res, err := c.Result(ctx, id)
@@ -246,18 +246,18 @@ func (c *Client) Look(ctx context.Context, id string) (Snapshot, error) {
 
 // Message sends a session run its next user turn.
 func (c *Client) Message(ctx context.Context, id, text string) error {
-	return c.classify(id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalMessage, workflows.MessageInput{Text: text}))
+	return c.classifyTo(ctx, id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalMessage, workflows.MessageInput{Text: text}), "messages")
 }
 
 // End ends a session run after its current turn.
 func (c *Client) End(ctx context.Context, id string) error {
-	return c.classify(id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalEnd, struct{}{}))
+	return c.classifyTo(ctx, id, c.tc.SignalWorkflow(ctx, id, "", workflows.SignalEnd, struct{}{}), "messages")
 }
 
 func (c *Client) query(ctx context.Context, id, name string, out any) error {
 	v, err := c.tc.QueryWorkflow(ctx, id, "", name)
 	if err != nil {
-		return c.classify(id, err)
+		return c.classify(ctx, id, err)
 	}
 	if err := v.Get(out); err != nil {
 		return refused(ErrUnreadable, fmt.Sprintf("the %s of run %s cannot be read: %v", name, id, err))
@@ -274,14 +274,22 @@ func unreadable(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && !errors.As(err, &failed) && !errors.As(err, &refusal)
 }
 
-// classify turns Temporal's errors into the package's typed ones where one fits.
-func (c *Client) classify(id string, err error) error {
+// classify turns Temporal's errors into the package's typed ones where one
+// fits. A NotFound is told apart with DescribeWorkflowExecution: no run of
+// that id (ErrUnknownRun), or a run that has closed (ErrRunClosed).
+func (c *Client) classify(ctx context.Context, id string, err error) error {
+	return c.classifyTo(ctx, id, err, "")
+}
+
+// classifyTo is classify, for a request that sends the run something: takes
+// names what a closed run takes no more of ("decisions").
+func (c *Client) classifyTo(ctx context.Context, id string, err error, takes string) error {
 	if err == nil {
 		return nil
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return refused(ErrUnknownRun, fmt.Sprintf("no run with id %s in this namespace", id))
+		return c.notFound(ctx, id, err, takes)
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -290,4 +298,85 @@ func (c *Client) classify(id string, err error) error {
 		}
 	}
 	return err
+}
+
+// classifyDescribe is classify for DescribeWorkflowExecution's own error:
+// its NotFound is a run that does not exist.
+func (c *Client) classifyDescribe(id string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return unknownRun(id)
+	}
+	return c.classifyTo(context.Background(), id, err, "")
+}
+
+// unknownRun is the refusal for a workflow id the namespace does not have.
+func unknownRun(id string) error {
+	return refused(ErrUnknownRun, fmt.Sprintf("no run with id %s in this namespace", id))
+}
+
+// notFound says what a NotFound for run id means: the server answers one for
+// a run that does not exist and for a run that has closed alike, so it asks
+// which.
+func (c *Client) notFound(ctx context.Context, id string, err error, takes string) error {
+	desc, derr := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(derr, &nf):
+		return unknownRun(id)
+	case derr != nil:
+		return fmt.Errorf("run %s: %w (and describing it to tell why failed: %v)", id, err, derr)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return closedRun(id, info.GetStatus(), info.GetCloseTime().AsTime(), takes)
+}
+
+// ended says whether a run's state status is one it ends with.
+func ended(status string) bool {
+	return status == workflows.StatusCompleted || status == workflows.StatusFailed || status == workflows.StatusBlocked
+}
+
+// closedNow is ErrRunClosed if run id has closed, and nil if it has not (or
+// describing it fails: the request goes on, and says what is wrong).
+func (c *Client) closedNow(ctx context.Context, id, takes string) error {
+	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && st != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+		return closedRun(id, st, info.GetCloseTime().AsTime(), takes)
+	}
+	return nil
+}
+
+// closedRun is the refusal for run id, which has closed with status at closedAt.
+func closedRun(id string, status enumspb.WorkflowExecutionStatus, closedAt time.Time, takes string) error {
+	msg := fmt.Sprintf("run %s %s (closed at %s)", id, closedHow(status), closedAt.UTC().Format(time.RFC3339))
+	if takes != "" {
+		msg += ": it takes no more " + takes
+	}
+	return refused(ErrRunClosed, msg)
+}
+
+// closedHow says how a run closed: "has completed", "was terminated" …
+func closedHow(status enumspb.WorkflowExecutionStatus) string {
+	switch status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "has completed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "has failed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "was cancelled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "was terminated"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued as new"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	}
+	return "has closed (" + status.String() + ")"
 }

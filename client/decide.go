@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -91,6 +92,16 @@ func (c *Client) decideAll(ctx context.Context, id, action string, who Decider, 
 		return nil, refused(ErrRefusedInput, "cancel goes with a rejection")
 	}
 	outs := make([]Outcome, len(callIDs))
+	if ended(st.Status) {
+		// A run that has closed takes no decision: say so, rather than that
+		// its calls do not wait (which signing would find first).
+		if err := c.closedNow(ctx, id, "decisions"); err != nil {
+			for i, callID := range callIDs {
+				outs[i] = Outcome{CallID: callID, Err: err}
+			}
+			return outs, nil
+		}
+	}
 	for i, callID := range callIDs {
 		in := workflows.DecisionInput{CallID: callID, Approver: who.Approver, EditedArgs: who.EditedArgs, Data: who.Data, Response: response}
 		if action == signed.ActionReject {
@@ -116,7 +127,58 @@ func (c *Client) decideAll(ctx context.Context, id, action string, who Decider, 
 			outs[i].Result, outs[i].Err = c.Decide(ctx, id, approve, in)
 		}
 	}
+	c.sayWhoDecided(ctx, id, outs)
 	return outs, nil
+}
+
+// sayWhoDecided rewords the refusals of decisions on calls that no longer
+// wait (ErrAlreadyDecided: the state showed them decided, or another
+// decision came first) as who decided them, when and how, from the run's
+// trace. A trace that cannot be read leaves the refusals as they are.
+func (c *Client) sayWhoDecided(ctx context.Context, id string, outs []Outcome) {
+	var trace []workflows.TraceRecord
+	read := false
+	for i := range outs {
+		o := &outs[i]
+		if o.Err == nil || !errors.Is(o.Err, ErrAlreadyDecided) {
+			continue
+		}
+		if !read {
+			trace, _ = c.Trace(ctx, id)
+			read = true
+		}
+		if r, ok := lastDecision(trace, o.CallID); ok {
+			o.Err = refused(ErrAlreadyDecided, decidedAlready(r))
+		}
+	}
+}
+
+// lastDecision is the trace's last record of callID's decision (or expiry).
+func lastDecision(trace []workflows.TraceRecord, callID string) (workflows.TraceRecord, bool) {
+	for i := len(trace) - 1; i >= 0; i-- {
+		r := trace[i]
+		if r.CallID != callID {
+			continue
+		}
+		switch r.Status {
+		case workflows.TraceApproved, workflows.TraceEdited, workflows.TraceRejected, workflows.TraceCancelled,
+			workflows.TraceResponded, workflows.TraceExpired:
+			return r, true
+		}
+	}
+	return workflows.TraceRecord{}, false
+}
+
+// decidedAlready says who decided r's call, when and how.
+func decidedAlready(r workflows.TraceRecord) string {
+	at := r.At.UTC().Format(time.RFC3339)
+	switch {
+	case r.Status == workflows.TraceExpired:
+		return fmt.Sprintf("%s (%s) expired at %s, waiting for a decision: nothing decides it any more", r.CallID, r.Tool, at)
+	case r.Approver == "":
+		return fmt.Sprintf("%s (%s) was decided already at %s (%s): nothing more to do", r.CallID, r.Tool, at, r.Status)
+	}
+	return fmt.Sprintf("%s (%s) was decided already by %s at %s (%s): nothing more to do", r.CallID, r.Tool, r.Approver, at, r.Status)
 }
 
 // DecideOption adjusts the update a decision is sent as.
@@ -159,11 +221,11 @@ func (c *Client) update(ctx context.Context, id, name string, in workflows.Decis
 	}
 	h, err := c.tc.UpdateWorkflow(ctx, uo)
 	if err != nil {
-		return workflows.DecisionResult{}, c.classify(id, err)
+		return workflows.DecisionResult{}, c.classifyTo(ctx, id, err, "decisions")
 	}
 	var res workflows.DecisionResult
 	if err := h.Get(ctx, &res); err != nil {
-		return workflows.DecisionResult{}, c.classify(id, err)
+		return workflows.DecisionResult{}, c.classifyTo(ctx, id, err, "decisions")
 	}
 	return res, nil
 }

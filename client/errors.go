@@ -10,6 +10,10 @@ import (
 var (
 	// ErrUnknownRun: no run with that workflow id in the namespace.
 	ErrUnknownRun = errors.New("unknown run")
+	// ErrRunClosed: the run exists but has closed (completed, failed, was
+	// cancelled or terminated, timed out, continued as new): it takes no
+	// more decisions, messages or calls. Not ErrUnknownRun.
+	ErrRunClosed = errors.New("run closed")
 	// ErrUnknownCall: the run has no such call (or has not proposed it yet).
 	ErrUnknownCall = errors.New("unknown call")
 	// ErrAlreadyDecided: the call is not waiting for a decision (decided, or never needed one).

@@ -56,7 +56,7 @@ func (n notYet) Error() string { return n.err.Error() }
 func (c *Client) forkTaken(ctx context.Context, id, runID string) (bool, error) {
 	desc, err := c.tc.DescribeWorkflowExecution(ctx, id, runID)
 	if err != nil {
-		if err = c.classify(id, err); errors.Is(err, ErrUnknownRun) {
+		if err = c.classifyDescribe(id, err); errors.Is(err, ErrUnknownRun) {
 			return false, err
 		}
 		return false, notYet{err}
@@ -69,7 +69,7 @@ func (c *Client) forkTaken(ctx context.Context, id, runID string) (bool, error) 
 	}
 	v, err := c.tc.QueryWorkflow(ctx, id, runID, workflows.QueryTrace)
 	if err != nil {
-		return false, notYet{c.classify(id, err)}
+		return false, notYet{c.classify(ctx, id, err)}
 	}
 	var trace []workflows.TraceRecord
 	if err := v.Get(&trace); err != nil {

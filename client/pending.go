@@ -56,6 +56,10 @@ type PendingCall struct {
 type RunFailure struct {
 	RunID string `json:"run"`
 	Error string `json:"error"`
+	// Unreadable: the query answered, and its answer cannot be decoded
+	// (ErrUnreadable: a worker that encrypts payloads with a key this
+	// client lacks): no worker is missing.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // PendingPage is one page of waiting calls across runs.
@@ -155,7 +159,7 @@ func (c *Client) Pending(ctx context.Context, opts PendingOptions) (PendingPage,
 	}
 	for _, r := range results {
 		if r.err != nil {
-			page.Failed = append(page.Failed, RunFailure{RunID: r.id, Error: r.err.Error()})
+			page.Failed = append(page.Failed, RunFailure{RunID: r.id, Error: r.err.Error(), Unreadable: errors.Is(r.err, ErrUnreadable)})
 			continue
 		}
 		for _, it := range r.state.Interrupts {
@@ -279,10 +283,25 @@ func (c *Client) AllPendingWith(ctx context.Context, opts PendingOptions) (Pendi
 }
 
 // NoneQueried is the error of a page (or pages) on which runs were found
-// and none of them could be queried; nil otherwise.
+// and none of them could be queried; nil otherwise. When every run answered
+// with what this client cannot decode, it is of kind ErrUnreadable.
 func NoneQueried(p PendingPage) error {
-	if p.Runs > 0 && len(p.Failed) == p.Runs {
+	if p.Runs == 0 || len(p.Failed) != p.Runs {
+		return nil
+	}
+	unreadable := 0
+	for _, f := range p.Failed {
+		if f.Unreadable {
+			unreadable++
+		}
+	}
+	switch unreadable {
+	case len(p.Failed):
+		return refused(ErrUnreadable, fmt.Sprintf("none of the %d runs found could be read: their state cannot be decoded "+
+			"(a worker that encrypts payloads with a key this client lacks?)", p.Runs))
+	case 0:
 		return fmt.Errorf("none of the %d runs found could be queried (is a toolgate worker running on their task queue?)", p.Runs)
 	}
-	return nil
+	return fmt.Errorf("none of the %d runs found could be queried: the state of %d cannot be decoded (a worker that encrypts payloads with a key "+
+		"this client lacks?); the others did not answer (is a toolgate worker running on their task queue?)", p.Runs, unreadable)
 }

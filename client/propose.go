@@ -49,11 +49,11 @@ func (c *Client) Propose(ctx context.Context, id string, start *workflows.RunInp
 		h, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: uo})
 	}
 	if err != nil {
-		return workflows.CallStatus{}, c.classifyProposal(id, err)
+		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
 	}
 	var st workflows.CallStatus
 	if err := h.Get(ctx, &st); err != nil {
-		return workflows.CallStatus{}, c.classifyProposal(id, err)
+		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
 	}
 	return st, nil
 }
@@ -62,12 +62,12 @@ func (c *Client) Propose(ctx context.Context, id string, start *workflows.RunInp
 // run's updates in flight (history.maxInFlightUpdates, 10 by default): a
 // proposal whose call runs long holds its update open, and the eleventh
 // such proposal waits its turn like one the run itself refused for now.
-func (c *Client) classifyProposal(id string, err error) error {
+func (c *Client) classifyProposal(ctx context.Context, id string, err error) error {
 	var re *serviceerror.ResourceExhausted
 	if errors.As(err, &re) && re.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT {
 		return refused(ErrBusy, fmt.Sprintf("run %s has as many updates in flight as the server allows (%s): propose the call again in a moment", id, re.Message))
 	}
-	return c.classify(id, err)
+	return c.classifyTo(ctx, id, err, "calls")
 }
 
 // Call reads how call callID, proposed to run id through Propose, stands
@@ -75,7 +75,7 @@ func (c *Client) classifyProposal(id string, err error) error {
 func (c *Client) Call(ctx context.Context, id, callID string) (workflows.CallStatus, error) {
 	v, err := c.tc.QueryWorkflow(ctx, id, "", workflows.QueryCall, callID)
 	if err != nil {
-		return workflows.CallStatus{}, c.classify(id, err)
+		return workflows.CallStatus{}, c.classify(ctx, id, err)
 	}
 	var st workflows.CallStatus
 	if err := v.Get(&st); err != nil {

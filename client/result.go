@@ -32,7 +32,7 @@ const maxResultRestarts = 3
 func (c *Client) Result(ctx context.Context, id string) (workflows.RunResult, error) {
 	var res workflows.RunResult
 	err := c.awaitResult(ctx, id, &res)
-	return res, c.classify(id, err)
+	return res, c.classify(ctx, id, err)
 }
 
 // awaitResult runs the SDK's result wait (Get) and restarts it when the run

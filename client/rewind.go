@@ -53,7 +53,7 @@ func (by Operator) token() (string, error) {
 func (c *Client) Steps(ctx context.Context, id string) (*timeline.Timeline, error) {
 	t, err := timeline.Read(ctx, c.tc, id, timeline.Options{DataConverter: c.dc, FailureConverter: c.fc})
 	if err != nil {
-		return nil, c.classify(id, err)
+		return nil, c.classify(ctx, id, err)
 	}
 	return t, nil
 }
@@ -124,7 +124,7 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		if errors.As(err, &qf) {
 			return Rewound{Preview: p}, refused(ErrUnauthorized, "rewind refused by run "+id+": "+qf.Message+"; nothing changed")
 		}
-		return Rewound{Preview: p}, c.classify(id, err)
+		return Rewound{Preview: p}, c.classify(ctx, id, err)
 	}
 	ns := c.namespace
 	if ns == "" {

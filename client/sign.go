@@ -17,13 +17,16 @@ import (
 // DefaultValidFor is how long a token the client signs stays valid.
 const DefaultValidFor = 10 * time.Minute
 
-// claims fills in the claims every token has: who, which run, when.
+// claims fills in the claims every token has: who, which run, when, and a
+// random token id, so that no two tokens signed are the same (the same
+// decision signed twice within a second would be otherwise, and a run takes
+// a token once).
 func claims(approver, id, action string, validFor time.Duration) signed.Claims {
 	if validFor <= 0 {
 		validFor = DefaultValidFor
 	}
 	now := time.Now()
-	return signed.Claims{Approver: approver, WorkflowID: id, Action: action, IssuedAt: now.Unix(), Expiry: now.Add(validFor).Unix()}
+	return signed.Claims{Approver: approver, WorkflowID: id, Action: action, ID: signed.NewID(), IssuedAt: now.Unix(), Expiry: now.Add(validFor).Unix()}
 }
 
 // signDecision signs who's decision on the interrupt it was bound to.
@@ -113,11 +116,11 @@ func (c *Client) sendGrant(ctx context.Context, id, update string, key ed25519.P
 	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: update,
 		Args: []any{workflows.TokenInput{Token: tok}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
 	if err != nil {
-		return workflows.Grant{}, c.classify(id, err)
+		return workflows.Grant{}, c.classifyTo(ctx, id, err, "grants or revocations")
 	}
 	var res workflows.GrantResult
 	if err := h.Get(ctx, &res); err != nil {
-		return workflows.Grant{}, c.classify(id, err)
+		return workflows.Grant{}, c.classifyTo(ctx, id, err, "grants or revocations")
 	}
 	return res.Grant, nil
 }

@@ -211,6 +211,11 @@ func TestPostShowsTheRunsRefusal(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, status, body)
 	assert.Contains(t, body, "refused: approve c-3 of run run-1: call c-3 is not waiting &lt;script&gt;x&lt;/script&gt;")
 	assert.NotContains(t, body, "<script>x")
+
+	x.f.decideErr = &client.Error{Kind: client.ErrRunClosed, Msg: "run run-1 has completed (closed at 2026-01-02T03:04:05Z): it takes no more decisions"}
+	status, body = x.post(url.Values{"t": {x.link("alice", notify.ViaEmail)}, "decision": {"approve"}})
+	assert.Equal(t, http.StatusConflict, status, body)
+	assert.Contains(t, body, "run run-1 has completed (closed at 2026-01-02T03:04:05Z): it takes no more decisions")
 }
 
 // The form is form-encoded and at most MaxBodyBytes.

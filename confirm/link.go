@@ -165,7 +165,7 @@ func outcome(res workflows.DecisionResult, it workflows.Interrupt, approver, via
 // decideStatus is the status a refusal of the run is answered with.
 func decideStatus(err error) int {
 	switch {
-	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided):
+	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrRunClosed):
 		return http.StatusConflict
 	case errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrUnknownCall):
 		return http.StatusNotFound

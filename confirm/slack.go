@@ -157,8 +157,8 @@ func (h *Handler) slackDecide(ctx context.Context, in interaction, value, action
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return ephemeral(fmt.Sprintf("the run did not answer within %s, so the decision may or may not be taken: look at run %s before you click again", SlackDecideTimeout, l.WorkflowID))
-	case errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrDigestMismatch):
-		// The call no longer waits as the message shows it: no button of it can decide.
+	case errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrRunClosed), errors.Is(err, client.ErrDigestMismatch):
+		// The call (or its run) no longer waits as the message shows it: no button of it can decide.
 		return h.outcomeMessage(f, "refused: "+err.Error())
 	case err != nil:
 		// Who clicked may not decide, or the run could not answer: the

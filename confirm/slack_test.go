@@ -235,6 +235,14 @@ func TestSlackShowsTheRunsRefusal(t *testing.T) {
 	require.Len(t, got, 3)
 	assert.Equal(t, "ephemeral", got[2].Body["response_type"], "a run that could not answer keeps the buttons")
 	assert.Equal(t, false, got[2].Body["replace_original"])
+
+	// A run that has closed: no button of the message can decide.
+	x.f.decideErr = &client.Error{Kind: client.ErrRunClosed, Msg: "run run-1 has completed (closed at 2026-01-02T03:04:05Z): it takes no more decisions"}
+	x.slack(x.slackBody(click{user: "U1", username: "alice", action: notify.SlackActionApprove, value: link}), nil)
+	got = x.posts()
+	require.Len(t, got, 4)
+	assert.Equal(t, true, got[3].Body["replace_original"])
+	assert.Equal(t, "refused: run run-1 has completed (closed at 2026-01-02T03:04:05Z): it takes no more decisions", got[3].Body["text"])
 }
 
 // A response prefix matches at a path boundary only.

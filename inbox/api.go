@@ -284,7 +284,7 @@ func sameOrigin(r *http.Request, needOrigin bool) (int, string) {
 func writeDecideError(w http.ResponseWriter, err error) {
 	status, stale := http.StatusBadGateway, false
 	switch {
-	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrStale):
+	case errors.Is(err, client.ErrDigestMismatch), errors.Is(err, client.ErrAlreadyDecided), errors.Is(err, client.ErrStale), errors.Is(err, client.ErrRunClosed):
 		status, stale = http.StatusConflict, true
 	case errors.Is(err, client.ErrUnknownRun), errors.Is(err, client.ErrUnknownCall):
 		status = http.StatusNotFound

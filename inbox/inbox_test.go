@@ -308,13 +308,13 @@ func TestDecideRefusesWhatAnotherSiteCouldSend(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 }
 
-// A decision the run refuses as stale (other arguments, already decided) is
-// a 409 marked stale; bad bodies are refused before anything is sent.
+// A decision the run refuses as stale (other arguments, already decided, a
+// run that has closed) is a 409 marked stale; bad bodies are refused before anything is sent.
 func TestDecideRefusals(t *testing.T) {
 	f := newFake()
 	srv := httptest.NewServer(New(f, Options{}))
 	defer srv.Close()
-	for _, kind := range []error{client.ErrDigestMismatch, client.ErrAlreadyDecided} {
+	for _, kind := range []error{client.ErrDigestMismatch, client.ErrAlreadyDecided, client.ErrRunClosed} {
 		f.decideErr = &client.Error{Kind: kind, Msg: "refused: " + kind.Error()}
 		code, out := post(t, srv, approveC1, good(srv))
 		assert.Equal(t, http.StatusConflict, code, out)

@@ -26,15 +26,55 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/encryption"
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/workflows"
 )
+
+// Kinds of a failed replay (an *Error); test with errors.Is.
+var (
+	// ErrUnreadable: the history file cannot be read (missing, not
+	// readable), or it is not a history exported as JSON.
+	ErrUnreadable = errors.New("history file unreadable")
+	// ErrNeedsKey: the history's payloads are encrypted and no keyring was
+	// given (WithKeyring; the CLI's --encryption-key-file).
+	ErrNeedsKey = errors.New("encrypted history: no key given")
+	// ErrWrongKey: the keyring given does not decrypt the history's payloads
+	// (it lacks the key they name, or holds another key of that id).
+	ErrWrongKey = errors.New("the key does not decrypt the history")
+	// ErrNondeterministic: the history does not replay against the workflow
+	// code, which changed incompatibly (guard the change with
+	// workflow.GetVersion).
+	ErrNondeterministic = errors.New("nondeterministic")
+	// ErrReplayFailed: the replay failed otherwise (the workflow panicked,
+	// say): not shown to be a nondeterminism.
+	ErrReplayFailed = errors.New("replay failed")
+)
+
+// Error is a failed replay of one history file: Kind is one of the Err*
+// values (errors.Is), Err the cause (errors.As reaches it: an
+// *fs.PathError, an *encryption.MissingKeyError, the SDK's error).
+type Error struct {
+	Path string
+	Kind error
+	Err  error
+}
+
+func (e *Error) Error() string { return "replaying " + e.Path + ": " + e.Err.Error() }
+
+// Unwrap is the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is says whether target is the failure's kind.
+func (e *Error) Is(target error) bool { return target == e.Kind }
 
 // Option configures a replay.
 type Option func(*options)
@@ -69,15 +109,18 @@ func FileWith(path string, wf any, opts ...Option) error {
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("replaying %s: %w", path, err)
+		return &Error{Path: path, Kind: ErrUnreadable, Err: fmt.Errorf("cannot read the history file: %w", err)}
 	}
 	defer f.Close()
 	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 	if err != nil {
-		return fmt.Errorf("replaying %s: %w", path, err)
+		return &Error{Path: path, Kind: ErrUnreadable, Err: fmt.Errorf("not a history exported as JSON (%s): %w", exportHint, err)}
 	}
-	if err := encryption.Decrypt(context.Background(), hist, o.keyring); err != nil {
-		return fmt.Errorf("replaying %s: %w", path, err)
+	if len(hist.GetEvents()) == 0 {
+		return &Error{Path: path, Kind: ErrUnreadable, Err: fmt.Errorf("no events: not a history exported as JSON (%s)", exportHint)}
+	}
+	if kind, err := decrypt(hist, o.keyring); err != nil {
+		return &Error{Path: path, Kind: kind, Err: err}
 	}
 	// Replay under the run's own workflow id (the replayer's default is
 	// "ReplayId"): a run under a policy checks that each signed token names
@@ -87,9 +130,60 @@ func FileWith(path string, wf any, opts ...Option) error {
 		ro.OriginalExecution.ID = evs[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
 	}
 	if err := r.ReplayWorkflowHistoryWithOptions(logger, hist, ro); err != nil {
-		return fmt.Errorf("replaying %s: %w", path, err)
+		kind := ErrReplayFailed
+		if nondeterministic(err) {
+			kind = ErrNondeterministic
+		}
+		return &Error{Path: path, Kind: kind, Err: err}
 	}
 	return nil
+}
+
+// exportHint says how a history is exported as JSON.
+const exportHint = "temporal workflow show --workflow-id ID --output json > FILE"
+
+// decrypt decrypts hist's payloads with k. A history with encrypted
+// payloads and no k is ErrNeedsKey; one whose payloads k does not decrypt,
+// ErrWrongKey.
+func decrypt(hist *historypb.History, k *encryption.Keyring) (kind, err error) {
+	if k == nil {
+		if ids := encryption.KeyIDs(hist); len(ids) > 0 {
+			return ErrNeedsKey, fmt.Errorf("its payloads are encrypted (key %s): pass --encryption-key-file FILE, "+
+				"the key file of the workers that wrote it (WithKeyring in Go)", text.Clip(strings.Join(ids, ", "), 300))
+		}
+		return nil, nil
+	}
+	if err := encryption.DecodeHistory(context.Background(), hist, k); err != nil {
+		why := err.Error()
+		var missing *encryption.MissingKeyError
+		if errors.As(err, &missing) {
+			why = fmt.Sprintf("they are encrypted with key %s, which it lacks", text.Clip(missing.ID, 100))
+		}
+		return ErrWrongKey, &causeError{err: err, msg: fmt.Sprintf("the key file %s does not decrypt these payloads (%s): "+
+			"pass the key file of the workers that wrote them", k.Path(), why)}
+	}
+	return nil, nil
+}
+
+// causeError says msg, and unwraps to err.
+type causeError struct {
+	msg string
+	err error
+}
+
+func (e *causeError) Error() string { return e.msg }
+func (e *causeError) Unwrap() error { return e.err }
+
+// nondeterminism is the code the SDK gives every nondeterminism error
+// ("[TMPRL1100] nondeterministic workflow: …").
+const nondeterminism = "[TMPRL1100]"
+
+// nondeterministic says whether a replay's error is the workflow code's
+// not matching the history: a nondeterminism error, or a replay that ends
+// otherwise than the history did.
+func nondeterministic(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, nondeterminism) || strings.Contains(msg, "doesn't return the same result as the last event")
 }
 
 // Dir replays every *.json history in dir against workflows.AgentRun. It

@@ -94,6 +94,7 @@ func TestIncompatibleChangeIsCaught(t *testing.T) {
 				err := replay.FileWith(f, wf)
 				require.Error(t, err, "%s replayed against an incompatible change", f)
 				require.Contains(t, err.Error(), nondeterminism, f)
+				requireKind(t, err, replay.ErrNondeterministic)
 				t.Logf("%s: %v", filepath.Base(f), err)
 				require.Contains(t, err.Error(), filepath.Base(f), "the error names the file")
 			}

@@ -4,7 +4,11 @@
 // public key the worker's policy declares.
 package signed
 
-import "time"
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
 
 // Actions a token authorizes (Claims.Action).
 const (
@@ -85,7 +89,13 @@ type Claims struct {
 	// Reset (rewind, rules version 9) names the one reset a rewind covers:
 	// the reset's request id, which its reason carries too, so the run and
 	// the audit can check the token against the reset event.
-	Reset    string `json:"reset,omitempty"`
+	Reset string `json:"reset,omitempty"`
+	// ID is the JWT's registered claim jti: a random id (NewID) that makes
+	// each token signed unique. A token is deterministic in its claims
+	// (Ed25519 signatures are), and IssuedAt counts seconds: without an ID,
+	// the same decision signed twice within a second is the same token, which
+	// a run takes once.
+	ID       string `json:"jti,omitempty"`
 	IssuedAt int64  `json:"iat"`
 	Expiry   int64  `json:"exp"`
 }
@@ -98,4 +108,11 @@ type Grant struct {
 	When  string `json:"when,omitempty"`
 	Uses  int    `json:"uses,omitempty"`
 	Until int64  `json:"until,omitempty"`
+}
+
+// NewID is a fresh random token id for Claims.ID: 16 random bytes, in hex.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics if it cannot read)
+	return hex.EncodeToString(b[:])
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// start is `toolgate run`: start an AgentRun (and with --wait, follow it).
+// start is `toolgate run`: start an AgentRun, wait for the worker to take
+// it (or refuse it: then it fails), and with --wait, follow it.
 func (c *cli) start(ctx context.Context, args []string) error {
 	fs := c.flags("run")
 	cn := c.connFlags(fs)
@@ -69,7 +70,9 @@ func (c *cli) start(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.stdout, "started %s (run %s) on task queue %s\n", wr.GetID(), wr.GetRunID(), *tq)
+	if err := c.awaitStart(ctx, tc, cl, wr, *tq); err != nil {
+		return err
+	}
 	if !*wait {
 		return nil
 	}
@@ -121,14 +124,26 @@ func look(ctx context.Context, cl *tgclient.Client, id string) (tgclient.Snapsho
 	defer cancel()
 	s, err := cl.Look(qctx, id)
 	if errors.Is(err, tgclient.ErrUnreadable) {
-		return s, fmt.Errorf("%w. If the run's worker encrypts payloads, pass --encryption-key-file FILE with its key file "+
-			"(or set it in the profile); a run that is not an AgentRun has no state or result toolgate can show", err)
+		return s, keyAdvice(err)
 	}
 	var refusal *tgclient.Error
 	if err != nil && !errors.As(err, &refusal) {
 		return s, fmt.Errorf("querying run %s (is a toolgate worker running on its task queue?): %w", id, err)
 	}
 	return s, err
+}
+
+// unreadableAdvice is what to do about a run whose state, trace or result
+// this client cannot decode (client.ErrUnreadable).
+const unreadableAdvice = "If the run's worker encrypts payloads, pass --encryption-key-file FILE (the key file the worker uses), " +
+	"or set it in the profile; a run that is not an AgentRun has no state or result toolgate can show"
+
+// keyAdvice is err with unreadableAdvice if it is an ErrUnreadable.
+func keyAdvice(err error) error {
+	if errors.Is(err, tgclient.ErrUnreadable) {
+		return fmt.Errorf("%w. %s", err, unreadableAdvice)
+	}
+	return err
 }
 
 // status is `toolgate status ID`.
@@ -220,7 +235,7 @@ func (c *cli) respond(ctx context.Context, args []string) error {
 func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	fs := c.flags(name)
 	cn := c.connFlags(fs)
-	as := fs.String("as", envOr("USER", "operator"), "who decides (kept in the trace; with --key, an approver of the worker's policy)")
+	as := fs.String("as", "", "who decides, kept in the trace (default $USER, said on stderr; with --key, an approver of the worker's policy)")
 	keyFile := fs.String("key", "", "sign the decision with this private key (toolgate keys new); a worker with a policy takes no other")
 	note := fs.String("note", "", "a note kept with the approval (or the response)")
 	reason := fs.String("reason", "", "why (required for reject; the planner receives it)")
@@ -241,6 +256,9 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	}
 	if len(pos) < 2 {
 		return fmt.Errorf("%s needs a run id and at least one call id", name)
+	}
+	if *as, err = c.decider(name, *as); err != nil {
+		return err
 	}
 	if name == "respond" {
 		return c.sendResponse(ctx, cn, pos, *as, *keyFile, *note, *response)
@@ -279,9 +297,23 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 	defer tc.Close()
 	outs, err := decide(tgclient.New(tc), ctx, pos[0], who, pos[1:]...)
 	if err != nil {
-		return err
+		return keyAdvice(err)
 	}
 	return c.reportDecisions(name, outs)
+}
+
+// decider is who decides: --as, or else $USER, which it says on stderr
+// (the trace keeps the name: it is never made up).
+func (c *cli) decider(name, as string) (string, error) {
+	if as != "" {
+		return as, nil
+	}
+	user := os.Getenv("USER")
+	if user == "" {
+		return "", fmt.Errorf("%s needs --as NAME: who decides is kept in the trace", name)
+	}
+	fmt.Fprintf(c.stderr, "deciding as %s ($USER; pass --as NAME to record someone else)\n", oneLine(user))
+	return user, nil
 }
 
 // sendResponse answers one call in its tool's place.
@@ -306,7 +338,7 @@ func (c *cli) sendResponse(ctx context.Context, cn *connect.Settings, pos []stri
 	defer tc.Close()
 	out, err := tgclient.New(tc).RespondTo(ctx, pos[0], who, pos[1], json.RawMessage(response))
 	if err != nil {
-		return err
+		return keyAdvice(err)
 	}
 	return c.reportDecisions("respond", []tgclient.Outcome{out})
 }

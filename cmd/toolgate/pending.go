@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -142,12 +143,16 @@ func (c *cli) printPending(res tgclient.PendingPage, err error, asJSON bool, aga
 			}
 		} else {
 			for _, f := range res.Failed {
-				fmt.Fprintf(c.stderr, "run %s not listed: its state query failed: %s\n", oneLine(f.RunID), multiLine(f.Error))
+				advice := ""
+				if f.Unreadable && !errors.Is(err, tgclient.ErrUnreadable) { // else the error says it
+					advice = ". " + unreadableAdvice
+				}
+				fmt.Fprintf(c.stderr, "run %s not listed: its state query failed: %s%s\n", oneLine(f.RunID), multiLine(f.Error), advice)
 			}
 		}
 	}
 	if err != nil {
-		return err
+		return keyAdvice(err)
 	}
 	if asJSON {
 		if err := c.json(res.Calls); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/replay"
@@ -36,17 +37,52 @@ func (c *cli) replay(ctx context.Context, args []string) error {
 	if len(files) == 0 {
 		return errors.New("replay needs at least one history file (temporal workflow show --workflow-id ID --output json > FILE)")
 	}
-	var failed int
+	var errs []error
 	for _, f := range files {
 		if err := replay.File(f, opts...); err != nil {
-			failed++
+			errs = append(errs, err)
 			fmt.Fprintf(c.stdout, "FAIL %s: %s\n", f, multiLine(err.Error()))
 			continue
 		}
 		fmt.Fprintf(c.stdout, "ok   %s\n", f)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d histories do not replay: the workflow code changed incompatibly (use workflow.GetVersion)", failed, len(files))
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d histories do not replay: %s", len(errs), len(files), replayFailures(errs))
 	}
 	return nil
+}
+
+// replayFailures says why histories did not replay, by kind: the workflow
+// code's incompatibility only for a nondeterminism.
+func replayFailures(errs []error) string {
+	kinds := []struct {
+		kind error
+		says string
+	}{
+		{replay.ErrUnreadable, "%d cannot be read (missing, unreadable, or not a history exported as JSON: see above)"},
+		{replay.ErrNeedsKey, "%d with encrypted payloads and no key: pass --encryption-key-file FILE, the key file of the workers that wrote them"},
+		{replay.ErrWrongKey, "%d whose payloads the key file given does not decrypt: pass the key file of the workers that wrote them"},
+		{replay.ErrNondeterministic, "%d incompatible with this binary's workflow code: the workflow code changed incompatibly (use workflow.GetVersion)"},
+	}
+	var parts []string
+	counted := 0
+	for _, k := range kinds {
+		n := 0
+		for _, err := range errs {
+			if errors.Is(err, k.kind) {
+				n++
+			}
+		}
+		if n == len(errs) && k.kind == replay.ErrNondeterministic {
+			return "the workflow code changed incompatibly (use workflow.GetVersion)"
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(k.says, n))
+			counted += n
+		}
+	}
+	if other := len(errs) - counted; other > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed to replay (see above)", other))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -8,6 +8,7 @@
 //	<!-- run: background, until "ready" -->   start it, go on once its output says "ready"
 //	<!-- run: expect "closed" -->             run it; its output must say "closed"
 //	<!-- run: expect "c-3", within 30s -->    the same, tried again until it does, for at most 30 s
+//	<!-- run: fails, expect "has completed" -->  it must exit non-zero, saying so (a refusal the page shows)
 //	<!-- run: same as examples/quickstart/main.go -->   a Go block: the file's README:begin…README:end region
 //	<!-- not run: REASON -->                  not runnable here, and why
 //
@@ -55,6 +56,7 @@ type Block struct {
 	Reason string        // NotRun
 	Path   string        // SameAs
 	Within time.Duration // Run: try again until it passes, for at most this long
+	Fails  bool          // Run: the block must exit non-zero (a refusal the page shows)
 }
 
 // Where says where a block is, for messages.
@@ -206,6 +208,9 @@ func directive(verb, rest string) (Block, error) {
 	if err := options(&b, rest); err != nil {
 		return Block{}, err
 	}
+	if b.Fails && (b.Kind != Run || len(b.Expect) == 0) {
+		return Block{}, errorf("\"fails\" is for a foreground block, with what its refusal must say (expect \"TEXT\")")
+	}
 	if b.Kind == Background && b.Until == "" {
 		return Block{}, errorf("a background block needs `until \"TEXT\"`: what says it is ready")
 	}
@@ -215,6 +220,10 @@ func directive(verb, rest string) (Block, error) {
 // options reads `, until "X", expect "Y"…`.
 func options(b *Block, rest string) error {
 	for _, part := range splitOptions(rest) {
+		if part == "fails" {
+			b.Fails = true
+			continue
+		}
 		if d, ok := strings.CutPrefix(part, "within "); ok {
 			w, err := time.ParseDuration(d)
 			if err != nil || w <= 0 || w > 2*time.Minute {
@@ -225,7 +234,7 @@ func options(b *Block, rest string) error {
 		}
 		m := quotedRE.FindStringSubmatch(part)
 		if m == nil {
-			return errorf("unknown option %q (until \"TEXT\" or expect \"TEXT\")", part)
+			return errorf("unknown option %q (until \"TEXT\", expect \"TEXT\", within DURATION or fails)", part)
 		}
 		text := strings.ReplaceAll(m[2], `\"`, `"`)
 		if m[1] == "until" {

@@ -2,6 +2,7 @@ package readme
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -148,6 +149,14 @@ func (p *page) foreground(b Block) {
 	deadline := time.Now().Add(b.Within)
 	for {
 		out, err := p.once(b)
+		if b.Fails {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				err = nil // the refusal the page shows
+			} else if err == nil {
+				err = errors.New("it exited 0, and the page shows it refused")
+			}
+		}
 		miss := missing(out, b.Expect)
 		if err == nil && miss == "" {
 			return
