@@ -12,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	querypb "go.temporal.io/api/query/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -30,7 +31,7 @@ type look struct {
 // answer looks in turn (the last one again and again), and whose result is
 // result (or resultErr).
 type lookingRun struct {
-	sdkclient.Client // only QueryWorkflowWithOptions and GetWorkflow are called
+	sdkclient.Client // only QueryWorkflowWithOptions, GetWorkflow and DescribeWorkflowExecution are called
 	looks            []look
 	result           workflows.RunResult
 	resultErr        error
@@ -55,6 +56,12 @@ func (f *lookingRun) QueryWorkflowWithOptions(_ context.Context, req *sdkclient.
 		return nil, err
 	}
 	return &sdkclient.QueryWorkflowWithOptionsResponse{QueryResult: encodedValue{p}}, nil
+}
+
+// DescribeWorkflowExecution is asked when a query finds no run: this fake
+// knows no other run than its looks, so there is none.
+func (f *lookingRun) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, serviceerror.NewNotFound("workflow not found")
 }
 
 func (f *lookingRun) GetWorkflow(context.Context, string, string) sdkclient.WorkflowRun {
