@@ -165,13 +165,18 @@
       if (!/^-?[1-9][0-9]{0,18}$/.test(c.asked)) throw new Error('asked is not an integer');
       out.push('"asked":' + c.asked);
     }
-    for (const k of ['edited_digest', 'data_digest', 'note', 'reason', 'input_digest', 'source', 'preview', 'via', 'link', 'reset']) if (c[k]) str(k, c[k]);
+    for (const k of ['edited_digest', 'data_digest', 'note', 'reason', 'input_digest', 'source', 'preview', 'via', 'link', 'reset', 'jti']) if (c[k]) str(k, c[k]);
     int('iat', c.iat); int('exp', c.exp);
     return '{' + out.join(',') + '}';
   }
 
-  // signToken makes a compact JWS (EdDSA, typ toolgate+jwt) of the claims.
+  // signToken makes a compact JWS (EdDSA, typ toolgate+jwt) of the claims,
+  // with a random id (jti, 16 bytes in hex, as signed.NewID) when they have
+  // none: a token is deterministic in its claims and iat counts seconds, so
+  // without one a decision clicked twice within a second would be one token,
+  // which a run takes once.
   async function signToken(key, claims) {
+    if (!claims.jti) claims = Object.assign({}, claims, { jti: hexOf(crypto.getRandomValues(new Uint8Array(16))) });
     const input = b64url(enc.encode(HEADER)) + '.' + b64url(enc.encode(claimsJSON(claims)));
     const sig = await crypto.subtle.sign({ name: 'Ed25519' }, key, enc.encode(input));
     return input + '.' + b64url(new Uint8Array(sig));

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -53,10 +54,11 @@ require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
 (async () => {
   const g = window.toolgateSign, key = await g.importKey(` + string(pemText) + `);
   const digest = await g.digest('refund', ` + jsString(t, args) + `);
-  const token = await g.signToken(key, {sub: 'alice', wid: 'run-1', act: 'reject', call: 'c-2', digest,
-    kind: 'gate', asked: '1796027884627275501', reason: 'no <b>', via: 'email', iat: 1700000000, exp: 1700000600});
+  const claims = {sub: 'alice', wid: 'run-1', act: 'reject', call: 'c-2', digest,
+    kind: 'gate', asked: '1796027884627275501', reason: 'no <b>', via: 'email', iat: 1700000000, exp: 1700000600};
+  const token = await g.signToken(key, claims), again = await g.signToken(key, claims);
   const parsed = await g.digest('refund', {z: [1, 'é'], a: {y: true, b: null}, m: 'x'});
-  console.log(JSON.stringify({token, digest, parsed}));
+  console.log(JSON.stringify({token, again, digest, parsed}));
 })().catch((e) => { console.error(e); process.exit(1); });`
 	path := filepath.Join(t.TempDir(), "run.js")
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
@@ -66,7 +68,7 @@ require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
 	if err != nil {
 		t.Fatalf("node: %v\n%s", err, out)
 	}
-	var got struct{ Token, Digest, Parsed string }
+	var got struct{ Token, Again, Digest, Parsed string }
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node's output %q: %v", out, err)
 	}
@@ -82,9 +84,18 @@ require(` + jsString(t, filepath.Join(mustAbs(t, "."), "sign.js")) + `);
 		t.Fatalf("the script's token does not verify: %v", err)
 	}
 	wantClaims := signed.Claims{Approver: "alice", WorkflowID: "run-1", Action: "reject", CallID: "c-2", ArgsDigest: want,
-		Kind: "gate", Asked: 1796027884627275501, Reason: "no <b>", Via: "email", IssuedAt: 1700000000, Expiry: 1700000600}
-	if c != wantClaims {
-		t.Errorf("claims %+v, want %+v", c, wantClaims)
+		Kind: "gate", Asked: 1796027884627275501, Reason: "no <b>", Via: "email", ID: c.ID, IssuedAt: 1700000000, Expiry: 1700000600}
+	if c != wantClaims || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(c.ID) {
+		t.Errorf("claims %+v, want %+v with a random jti of 16 bytes in hex", c, wantClaims)
+	}
+	// The same decision signed twice within a second is two tokens: a run
+	// takes each once, so a second click is not refused as a spent token.
+	c2, err := signed.Verify(got.Again, pub)
+	if err != nil {
+		t.Fatalf("the second token does not verify: %v", err)
+	}
+	if got.Again == got.Token || c2.ID == c.ID {
+		t.Errorf("the same claims signed twice made the same token (jti %q)", c.ID)
 	}
 }
 
