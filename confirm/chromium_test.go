@@ -111,9 +111,9 @@ func TestConfirmPageInChromium(t *testing.T) {
 		t.Fatalf("the page's token: %v", err)
 	}
 	want := signed.Claims{Approver: "bob", WorkflowID: "run-1", Action: signed.ActionReject, CallID: "c-3", ArgsDigest: x.it.ArgsDigest,
-		Kind: "gate", Asked: x.it.RequestedAt.UnixNano(), Reason: "wrong <b>ticket</b>", IssuedAt: c.IssuedAt, Expiry: c.IssuedAt + 600}
-	if c != want {
-		t.Errorf("the page signed %+v, want %+v", c, want)
+		Kind: "gate", Asked: x.it.RequestedAt.UnixNano(), Reason: "wrong <b>ticket</b>", ID: c.ID, IssuedAt: c.IssuedAt, Expiry: c.IssuedAt + 600}
+	if c != want || len(c.ID) != 32 {
+		t.Errorf("the page signed %+v, want %+v with a random jti (16 bytes in hex)", c, want)
 	}
 	if d := time.Since(time.Unix(c.IssuedAt, 0)); d < -time.Minute || d > time.Minute {
 		t.Errorf("iat %d is %s off", c.IssuedAt, d)

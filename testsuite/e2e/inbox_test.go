@@ -182,8 +182,8 @@ func checkBrowserSigning(t *testing.T, ctx context.Context) {
 		t.Fatalf("the page's token does not verify: %v\n%s", err, out.Token)
 	}
 	wantClaims := signed.Claims{Approver: "alice", WorkflowID: "run-1", Action: "approve", CallID: "c-2", ArgsDigest: "abc",
-		Kind: "gate", Asked: 1796027884627275501, EditedDigest: want, Note: "ok <b>", IssuedAt: 1700000000, Expiry: 1700000600}
-	if c != wantClaims {
-		t.Errorf("the page's token claims %+v, want %+v", c, wantClaims)
+		Kind: "gate", Asked: 1796027884627275501, EditedDigest: want, Note: "ok <b>", ID: c.ID, IssuedAt: 1700000000, Expiry: 1700000600}
+	if c != wantClaims || len(c.ID) != 32 {
+		t.Errorf("the page's token claims %+v, want %+v with a random jti (16 bytes in hex)", c, wantClaims)
 	}
 }
