@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/inbox"
 	"github.com/toolgate/toolgate/internal/chromiumtest"
+	"github.com/toolgate/toolgate/testsuite/testenv"
 )
 
 // background is a block left running.
@@ -148,20 +148,5 @@ func (p *page) approveByAPI(b Block, base string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer written by a process and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is what a block writes and the test reads.
+type syncBuffer = testenv.Buffer
