@@ -4,39 +4,23 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/testsuite/readme"
 )
 
-// The markers of the README's region.
-const (
-	regionBegin = "// README:begin"
-	regionEnd   = "// README:end"
-)
-
-// readmeRegion is the region of main.go the README shows verbatim: the
-// lines strictly between the line regionBegin and the line regionEnd, each
-// marker there exactly once.
+// readmeRegion is the region of main.go the README shows verbatim, as
+// testsuite/readme reads it to check the README against it.
 func readmeRegion(t *testing.T) string {
 	t.Helper()
 	src, err := os.ReadFile("main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(src), "\n")
-	begin, end := -1, -1
-	for i, l := range lines {
-		switch {
-		case l == regionBegin && begin < 0:
-			begin = i
-		case l == regionEnd && end < 0:
-			end = i
-		case strings.HasPrefix(strings.TrimSpace(l), "// README:"):
-			t.Fatalf("main.go:%d: %q: the markers are %q and %q, each once, on lines of their own", i+1, l, regionBegin, regionEnd)
-		}
+	region, err := readme.Region(src)
+	if err != nil || region == string(src) {
+		t.Fatalf("main.go's README region (a line // README:begin, then a line // README:end): %v", err)
 	}
-	if begin < 0 || end < begin {
-		t.Fatalf("main.go has no region: want a line %q, then a line %q", regionBegin, regionEnd)
-	}
-	return strings.Join(lines[begin+1:end], "\n") + "\n"
+	return region
 }
 
 // The README's region is the whole program a reader needs, and readable:

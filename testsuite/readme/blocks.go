@@ -293,17 +293,19 @@ func check(b Block) error {
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // Region returns the lines of a file between a line `// README:begin` and a
-// line `// README:end` (the whole file when it has neither), without the
+// line `// README:end`, each once (the whole file when it has neither), without the
 // indentation they share, as a README block shows them.
 func Region(src []byte) (string, error) {
 	lines := strings.SplitAfter(string(src), "\n")
 	begin, end := -1, -1
 	for i, l := range lines {
-		switch strings.TrimSpace(l) {
-		case "// README:begin":
+		switch t := strings.TrimSpace(l); {
+		case t == "// README:begin" && begin < 0:
 			begin = i
-		case "// README:end":
+		case t == "// README:end" && end < 0:
 			end = i
+		case strings.HasPrefix(t, "// README:"):
+			return "", fmt.Errorf("line %d: %q: the markers are // README:begin and // README:end, each once, on lines of their own", i+1, t)
 		}
 	}
 	switch {

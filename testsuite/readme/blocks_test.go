@@ -88,6 +88,11 @@ func TestRegionIsTheMarkedLinesDedented(t *testing.T) {
 	if _, err := Region([]byte("// README:end\n// README:begin\n")); err == nil {
 		t.Error("markers out of order must be an error")
 	}
+	for _, bad := range []string{"// README:begin\nx\n// README:end\n// README:end\n", "// README:begin\n// README: end\n"} {
+		if _, err := Region([]byte(bad)); err == nil {
+			t.Errorf("Region(%q): a marker twice or misspelt must be an error", bad)
+		}
+	}
 }
 
 // Every page of this repository parses: no directive misspelt or stray.
