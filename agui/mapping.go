@@ -59,7 +59,7 @@ func callsOf(trace []workflows.TraceRecord, st workflows.State, turn int) []*cal
 			continue
 		}
 		c.last = rec
-		if c.final == nil && (terminal[rec.Status] || rec.Status == workflows.TraceBlocked && strings.HasPrefix(rec.Error, plan.DeniedByRule)) {
+		if c.final == nil && (terminal[rec.Status] || rec.Status == workflows.TraceBlocked && (strings.HasPrefix(rec.Error, plan.DeniedByRule) || strings.HasPrefix(rec.Error, plan.DeniedByLedger))) {
 			c.final = rec
 		}
 	}

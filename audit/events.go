@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
@@ -44,6 +45,8 @@ type auditor struct {
 	rewinds   []int                  // entry indexes of the rewind notes
 	notes     []workflows.RewindNote // and their notes, in the same order
 	ran       []ranCall              // tool activities scheduled, in event order
+	// ledgerAnswers are the fleet ledger's answers, in event order (guards.go).
+	ledgerAnswers []ledgerAnswer
 	// notifies are the waiting calls' deliveries by scheduled event id, and
 	// links what they reported sent (rules version 9); forkAt is the fork
 	// activity's scheduled event, forkers who forked the run and its sources.
@@ -158,6 +161,11 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 		f := ev.GetActivityTaskTimedOutEventAttributes()
 		a.activityDone(id, f.GetScheduledEventId(), nil, &failureDetails{f.GetFailure().GetTimeoutFailureInfo().GetLastHeartbeatDetails()})
+	case enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+		if s := ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes(); s.GetSignalName() == ledger.SignalSettle &&
+			strings.HasPrefix(s.GetWorkflowExecution().GetWorkflowId(), ledger.IDPrefix) {
+			a.ledgerSignal(at, id, s.GetInput()) // a settlement (guards.go)
+		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 		u := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes()
 		req := u.GetAcceptedRequest()
@@ -250,6 +258,9 @@ func (a *auditor) marker(at time.Time, id int64, m *historypb.MarkerRecordedEven
 	switch data.ActivityType {
 	case workflows.ConfigActivity:
 	case workflows.ChainActivity:
+		return nil
+	case ledger.ReserveActivity, ledger.SettleActivity: // the fleet ledger's answers (guards.go)
+		a.ledgerMarker(at, id, data.ActivityType, m.GetDetails()["result"])
 		return nil
 	default:
 		a.locals = append(a.locals, localRun{at: at, eventID: id, tool: data.ActivityType})
@@ -360,6 +371,7 @@ func (a *auditor) finish() {
 	a.checkRewinds()
 	a.executions()
 	a.trace()
+	a.guards()
 	switch a.closedAs {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:

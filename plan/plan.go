@@ -100,6 +100,11 @@ const (
 // blocked: "denied by rule <id> …".
 const DeniedByRule = "denied by rule "
 
+// DeniedByLedger starts the error of a call the fleet ledger refused: a
+// guard of the worker's policy at its limit, or a tool paused fleet-wide
+// ("denied by the fleet ledger: guard refunds: …").
+const DeniedByLedger = "denied by the fleet ledger: "
+
 // Failure types a planner activity returns (ApplicationError.Type) for what
 // retrying cannot fix: the run fails with the planner's message at once.
 const (

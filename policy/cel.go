@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -51,6 +52,12 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 // compileCEL compiles a condition; its type must be bool (or dyn, checked
 // when it runs).
 func compileCEL(src string) (cel.Program, error) {
+	return compileTyped(src, "bool", cel.BoolType, cel.DynType)
+}
+
+// compileTyped compiles an expression within MaxExprSize whose type is one
+// of types (want names them in the error), with the cost limit.
+func compileTyped(src, want string, types ...*cel.Type) (cel.Program, error) {
 	if src == "" {
 		return nil, errors.New("empty expression")
 	}
@@ -65,8 +72,8 @@ func compileCEL(src string) (cel.Program, error) {
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("type %s, want bool", cel.FormatCELType(t))
+	if t := ast.OutputType(); !slices.ContainsFunc(types, t.IsExactType) {
+		return nil, fmt.Errorf("type %s, want %s", cel.FormatCELType(t), want)
 	}
 	prg, err := e.Program(ast, cel.CostLimit(CostLimit))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 type Engine struct {
 	policy *Policy
 	tools  map[string]compiledTool
+	guards []cel.Program // each budget's amount (guards.go)
 }
 
 type compiledTool struct {
@@ -72,6 +73,11 @@ func Compile(p *Policy) (*Engine, error) {
 		}
 		e.tools[name] = ct
 	}
+	guards, err := compileGuards(p)
+	if err != nil {
+		return nil, err
+	}
+	e.guards = guards
 	return e, nil
 }
 
@@ -334,6 +340,14 @@ func (p *Policy) clone() *Policy {
 		}
 		t.Rules = rules
 		c.Tools[name] = t
+	}
+	for _, g := range p.Guards {
+		g.Tools = slices.Clone(g.Tools)
+		if g.Approvers != nil {
+			a := g.Approvers.clone()
+			g.Approvers = &a
+		}
+		c.Guards = append(c.Guards, g)
 	}
 	return c
 }

@@ -81,4 +81,7 @@ type Policy struct {
 	// (its --via-key file), never a worker's. A decision it signs counts as
 	// its approver's only if their via names the channel it came through.
 	ViaKey string `json:"via_key,omitempty" yaml:"via_key"`
+	// Guards are limits kept across every run of the task queue, in the
+	// fleet ledger (guards.go, package ledger).
+	Guards []Guard `json:"guards,omitempty" yaml:"guards"`
 }

@@ -129,6 +129,7 @@ func (p *Policy) Validate() error {
 			}
 		}
 	}
+	p.validateGuards(fail)
 	return errors.Join(errs...)
 }
 
@@ -197,6 +198,11 @@ func (p *Policy) CheckTools(registered []string) error {
 	var unknown []string
 	for _, name := range sorted.Keys(p.Tools) {
 		if !slices.Contains(registered, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	for _, name := range p.guardTools() {
+		if !slices.Contains(registered, name) && !slices.Contains(unknown, name) {
 			unknown = append(unknown, name)
 		}
 	}

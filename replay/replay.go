@@ -1,6 +1,8 @@
 // Package replay replays recorded AgentRun histories against the current
 // workflow code, so a change that would break runs in flight is caught before
-// it ships. Use it in your own tests:
+// it ships. A history of the fleet ledger (workflow type ledger.WorkflowName,
+// package ledger) replays against ledger.Ledger, picked by the workflow type
+// the history starts with. Use it in your own tests:
 //
 //	func TestMyHistoriesReplay(t *testing.T) {
 //		if err := replay.Dir("testdata/histories"); err != nil {
@@ -9,7 +11,8 @@
 //	}
 //
 // To check a change before making it, replay with your variant of the
-// workflow registered as AgentRun (FileWith, DirWith): guarded with
+// workflow registered as AgentRun (FileWith, DirWith; WithLedger for the
+// ledger's): guarded with
 // workflow.GetVersion it replays; unguarded it fails with a nondeterminism
 // error ("[TMPRL1100] nondeterministic workflow: …").
 //
@@ -36,6 +39,7 @@ import (
 
 	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/internal/text"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -79,7 +83,10 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 // Option configures a replay.
 type Option func(*options)
 
-type options struct{ keyring *encryption.Keyring }
+type options struct {
+	keyring *encryption.Keyring
+	ledger  any
+}
 
 // WithKeyring decrypts the payloads of histories written by workers with an
 // encryption key file (package encryption) before replaying them. A history
@@ -87,9 +94,17 @@ type options struct{ keyring *encryption.Keyring }
 // keyring is given, is refused before it is replayed, naming the key.
 func WithKeyring(k *encryption.Keyring) Option { return func(o *options) { o.keyring = k } }
 
+// WithLedger replays the fleet ledger's histories (workflow type
+// ledger.WorkflowName) against wf in place of ledger.Ledger. wf must have
+// ledger.Ledger's signature, func(workflow.Context, ledger.Input) error:
+// typically a changed copy of it, or a function that adds a step and then
+// calls ledger.Ledger.
+func WithLedger(wf any) Option { return func(o *options) { o.ledger = wf } }
+
 // File replays one history exported as JSON (`temporal workflow show
 // --output json`, or the files under testsuite/histories) against
-// workflows.AgentRun.
+// workflows.AgentRun, or, a history of the fleet ledger (workflow type
+// ledger.WorkflowName), against ledger.Ledger.
 func File(path string, opts ...Option) error {
 	return FileWith(path, workflows.AgentRun, opts...)
 }
@@ -98,14 +113,17 @@ func File(path string, opts ...Option) error {
 // type AgentRun in place of workflows.AgentRun. wf must have AgentRun's
 // signature, func(workflow.Context, workflows.RunInput) (workflows.RunResult,
 // error); typically it is a changed copy of AgentRun, or a function that adds
-// a step and then calls workflows.AgentRun.
+// a step and then calls workflows.AgentRun. A history of the fleet ledger
+// replays against ledger.Ledger (or WithLedger's workflow), not wf: the
+// workflow type its first event names picks the workflow.
 func FileWith(path string, wf any, opts ...Option) error {
-	var o options
+	o := options{ledger: ledger.Ledger}
 	for _, f := range opts {
 		f(&o)
 	}
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterWorkflowWithOptions(o.ledger, workflow.RegisterOptions{Name: ledger.WorkflowName})
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	f, err := os.Open(path)
 	if err != nil {
@@ -129,6 +147,9 @@ func FileWith(path string, wf any, opts ...Option) error {
 	if evs := hist.GetEvents(); len(evs) > 0 {
 		ro.OriginalExecution.ID = evs[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
 	}
+	// A fleet ledger's history is taken while it runs (it never closes but
+	// to continue as new), between its workflow tasks: the replayer checks
+	// it up to its last event.
 	if err := r.ReplayWorkflowHistoryWithOptions(logger, hist, ro); err != nil {
 		kind := ErrReplayFailed
 		if nondeterministic(err) {
@@ -186,8 +207,9 @@ func nondeterministic(err error) bool {
 	return strings.Contains(msg, nondeterminism) || strings.Contains(msg, "doesn't return the same result as the last event")
 }
 
-// Dir replays every *.json history in dir against workflows.AgentRun. It
-// replays them all and reports every one that fails.
+// Dir replays every *.json history in dir against workflows.AgentRun (a
+// fleet ledger's against ledger.Ledger). It replays them all and reports
+// every one that fails.
 func Dir(dir string, opts ...Option) error {
 	return DirWith(dir, workflows.AgentRun, opts...)
 }

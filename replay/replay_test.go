@@ -1,14 +1,17 @@
 package replay_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -22,9 +25,12 @@ var flows = []string{
 	"parallel", "continue_as_new_first", "continue_as_new_last", "message", "support_planner",
 	"rewound_v7", "forked_v7", // rules version 7: a rewound run (its new run), a fork
 	"notified_v8", // rules version 8: notifications, a decision by link
+	"guarded_v10", // rules version 10: guards, reserved and settled in the fleet ledger
+	"ledger_v10",  // the fleet ledger's own history (workflow ToolgateLedger)
 }
 
-func historyFiles(t *testing.T) []string {
+// allFiles are every recorded history: AgentRun's and the fleet ledger's.
+func allFiles(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(histories, "*.json"))
 	require.NoError(t, err)
@@ -34,18 +40,57 @@ func historyFiles(t *testing.T) []string {
 	return files
 }
 
+// workflowType is the workflow type a history's first event names.
+func workflowType(t *testing.T, file string) string {
+	t.Helper()
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+}
+
+// filesOf are the recorded histories of one workflow type.
+func filesOf(t *testing.T, wfType string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range allFiles(t) {
+		if workflowType(t, f) == wfType {
+			out = append(out, f)
+		}
+	}
+	require.NotEmpty(t, out, "no %s history", wfType)
+	return out
+}
+
+// historyFiles are the recorded AgentRun histories.
+func historyFiles(t *testing.T) []string {
+	t.Helper()
+	return filesOf(t, workflows.WorkflowName)
+}
+
+// ledgerFiles are the recorded histories of the fleet ledger.
+func ledgerFiles(t *testing.T) []string {
+	t.Helper()
+	return filesOf(t, ledger.WorkflowName)
+}
+
 // TestHistoriesReplay: every recorded history replays against the current
 // AgentRun. A failure here means a change to the workflow code would break
 // runs in flight: guard it with workflow.GetVersion.
 func TestHistoriesReplay(t *testing.T) {
-	historyFiles(t)
+	files := allFiles(t)
+	require.Equal(t, len(files), len(historyFiles(t))+len(ledgerFiles(t)), "every history is AgentRun's or the ledger's")
 	require.NoError(t, replay.Dir(histories))
 }
 
-// TestFileWithAgentRun: FileWith with the current AgentRun is File.
+// TestFileWithAgentRun: FileWith with the current AgentRun is File, for
+// the ledger's histories too (they replay against ledger.Ledger).
 func TestFileWithAgentRun(t *testing.T) {
-	for _, f := range historyFiles(t) {
+	for _, f := range allFiles(t) {
 		require.NoError(t, replay.FileWith(f, workflows.AgentRun), f)
+		require.NoError(t, replay.File(f), f)
 	}
 }
 
@@ -101,7 +146,7 @@ func TestIncompatibleChangeIsCaught(t *testing.T) {
 			err := replay.DirWith(histories, wf)
 			require.Error(t, err)
 			require.Equal(t, len(historyFiles(t)), strings.Count(err.Error(), nondeterminism),
-				"DirWith reports every failing history: %v", err)
+				"DirWith reports every failing history (and no ledger's: AgentRun's change is not the ledger's): %v", err)
 		})
 	}
 }

@@ -27,6 +27,14 @@ const (
 	// ActionFork starts a fork (a start token: InputDigest signs the fork's
 	// input, which names the source run and call).
 	ActionFork = "fork"
+	// ActionPause pauses a tool fleet-wide, in the fleet ledger of a task
+	// queue (package ledger): the token's WorkflowID is the ledger's id
+	// (ledger.ID(taskQueue)), its Tool the tool or "*" for every destructive
+	// tool, its Reason why.
+	ActionPause = "pause"
+	// ActionUnpause lifts a pause: WorkflowID is the ledger's id, Tool the
+	// tool paused (or "*"), Reason why.
+	ActionUnpause = "unpause"
 )
 
 // MaxLifetime is the longest a token may be valid (exp - iat). A run refuses
@@ -90,6 +98,9 @@ type Claims struct {
 	// the reset's request id, which its reason carries too, so the run and
 	// the audit can check the token against the reset event.
 	Reset string `json:"reset,omitempty"`
+	// Tool (pause, unpause) is the tool paused or unpaused fleet-wide, or
+	// "*": every destructive tool.
+	Tool string `json:"tool,omitempty"`
 	// ID is the JWT's registered claim jti: a random id (NewID) that makes
 	// each token signed unique. A token is deterministic in its claims
 	// (Ed25519 signatures are), and IssuedAt counts seconds: without an ID,

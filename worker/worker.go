@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/timeline"
@@ -68,6 +69,13 @@ type Options struct {
 	// Notify tells people of waiting calls, decisions and runs' ends
 	// (notify.NewSender over a --notify file); nil: nobody is told.
 	Notify Notifier
+	// LedgerUpdatesPerRun is how many updates the fleet ledger (package
+	// ledger) takes before it continues as new; 0: ledger.UpdatesPerRun.
+	LedgerUpdatesPerRun int
+	// Ledger, when set, answers the runs' reservations in the fleet
+	// ledger's place (a ledger.Memory in unit tests); nil: the ledger
+	// workflow of the task queue.
+	Ledger ledger.Backend
 }
 
 // Notifier is what a worker notifies through: the targets it declares to its
@@ -286,6 +294,9 @@ func Register(r Registry, o Options) error {
 	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
 		return readFork(ctx, src, read)
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
+	// The fleet ledger of the task queue: its workflow, and the activities
+	// runs reserve and settle their calls with.
+	ledger.Register(r, ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun, Backend: o.Ledger})
 	if o.Notify != nil {
 		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}

@@ -84,6 +84,16 @@ type run struct {
 	forkStep []tool.Proposal
 	// claiming are the uses being claimed on the server now (spent.go).
 	claiming map[string]bool
+	// settling are the settlements signalled to the fleet ledger that
+	// Temporal has not delivered yet: the run waits for them before it
+	// closes (guards.go).
+	settling []workflow.Future
+	// held are the keys of this run's calls the ledger counts, reserved
+	// and not settled yet.
+	held map[string]bool
+	// commits are the keys of calls that ran, to commit with the run's next
+	// reservation (guards.go).
+	commits []string
 	// noted says whose rewind note this run took (rules version 9: one,
 	// the note of the reset that made it).
 	noted string
@@ -130,9 +140,13 @@ type run struct {
 //	                against the reset event; a fork keeps its source's
 //	                requester and bars its forkers; approvers named rule:…
 //	                or grant:… are refused
+//	10              fleet guards: a call a guard covers (or, under a policy
+//	                with operators, any destructive call) is reserved with
+//	                the fleet ledger, checked again once decided, and
+//	                committed or released (guards.go)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 9
+	versionCurrent  = 10
 )
 
 // Versions of versionChangeID.
@@ -155,6 +169,8 @@ const (
 	// versionTrust3: what a run chain has spent survives any reset, and who
 	// decides is proven by what an attacker on one host does not hold.
 	versionTrust3 workflow.Version = 9
+	// versionGuards: the fleet ledger's guards and pauses (guards.go).
+	versionGuards workflow.Version = 10
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -182,9 +198,13 @@ func agentRun(ctx workflow.Context, in RunInput, obs *Observer) (RunResult, erro
 	}
 	r.publish(ctx)
 	if r.in.Planner.Kind == plan.KindExternal {
-		return r.externalLoop(ctx)
+		res, err := r.externalLoop(ctx)
+		r.settled(ctx)
+		return res, err
 	}
-	return r.loop(ctx)
+	res, err := r.loop(ctx)
+	r.settled(ctx)
+	return res, err
 }
 
 // newRun validates the input and builds the run's state: fresh, or the state
@@ -198,7 +218,7 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		return nil, err
 	}
 	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
-		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}}
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}, held: map[string]bool{}}
 	// Runs started under older rules keep them, so their histories replay unchanged.
 	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
 	c := in.Carry

@@ -58,6 +58,7 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 		p.setNeed(r.engine.Policy().ToolApprovers(c.Tool), true)
 	}
 	p.proposed = p.need
+	r.flushCommits(ctx) // a human may take hours: the ledger shows what ran as committed meanwhile
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
 	r.notifyCall(ctx, NotifyWaiting, p, "", "")

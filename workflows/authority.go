@@ -394,15 +394,7 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 		}
 		r.record(*c, TraceRecord{Status: TraceShadow, Rule: s.Rule, Reason: what})
 	}
-	switch v.Decide {
-	case policy.Allow:
-		if v.Rule == "" {
-			return nil, nil // a read no rule holds back
-		}
-		a := &tool.Approval{Approver: "rule:" + v.Rule, Kind: tool.ApprovedByRule}
-		r.record(*c, TraceRecord{Status: TraceApproved, Approver: a.Approver, Rule: v.Rule})
-		return a, nil
-	case policy.Deny:
+	if v.Decide == policy.Deny {
 		msg := fmt.Sprintf("%s%s of the worker's policy", plan.DeniedByRule, v.Rule)
 		if v.FailedClosed {
 			msg += " (" + clip(v.Error, MaxTextBytes/2) + ")"
@@ -410,11 +402,33 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 		r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: msg})
 		return nil, &outcome{Status: TraceBlocked, Error: msg}
 	}
-	if a := r.useGrant(*c, v); a != nil {
+	guardReason := ""
+	if r.guarded(c.Tool, spec) { // the fleet ledger (guards.go): a pause, a guard's limit
+		gv, why, stop := r.guardGate(ctx, c, spec)
+		if stop != nil {
+			return nil, stop
+		}
+		if gv != nil {
+			v, guardReason = *gv, why
+		}
+	}
+	if v.Decide == policy.Allow {
+		if v.Rule == "" {
+			return nil, nil // a read no rule holds back
+		}
+		a := &tool.Approval{Approver: "rule:" + v.Rule, Kind: tool.ApprovedByRule}
+		r.record(*c, TraceRecord{Status: TraceApproved, Approver: a.Approver, Rule: v.Rule})
 		return a, nil
+	}
+	if guardReason == "" { // a grant never lets a call past a guard
+		if a := r.useGrant(*c, v); a != nil {
+			return a, nil
+		}
 	}
 	reason := "needs confirmation"
 	switch {
+	case guardReason != "":
+		reason = guardReason
 	case v.Error != "":
 		reason = clip(v.Error, MaxTextBytes/2) + " (so a human decides)"
 	case v.Rule != "":
@@ -427,7 +441,18 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 		}
 		return nil, &outcome{Status: TraceBlocked, Error: "call refused by the deny policy: " + reason}
 	}
-	return r.pause(ctx, c, KindGate, reason, &v)
+	proposed := c.Args
+	a, stop := r.pause(ctx, c, KindGate, reason, &v)
+	if stop == nil && a != nil { // decided: the ledger checks the call again (a pause, a full guard)
+		var original []byte
+		if !bytes.Equal(proposed, c.Args) {
+			original = proposed
+		}
+		if out := r.guardDecided(ctx, *c, spec, v.Rule, original); out != nil {
+			return nil, out
+		}
+	}
+	return a, stop
 }
 
 // evaluate applies the policy's rules to a call: failing closed to the

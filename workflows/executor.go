@@ -24,6 +24,8 @@ type outcome struct {
 	Error  string
 	Note   string // what else the planner must know: an edit of the arguments
 
+	unreserved bool // the fleet ledger refused the call: it holds nothing to release (guards.go)
+
 	parked *parked // the call waits on and the run continues as new (park.go)
 }
 
@@ -49,6 +51,9 @@ func (r *run) execute(ctx workflow.Context, c tool.Call, depth int) outcome {
 	}
 	r.endGate(ctx, span, c, since, approval, stop)
 	if stop != nil {
+		if !stop.unreserved {
+			r.release(ctx, c, spec) // c holds the arguments proposed: a rejection does not edit them
+		}
 		return *stop
 	}
 	out := r.afterGate(ctx, c, spec, approval, depth)
@@ -74,6 +79,7 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 		res, ok := r.memo.get(key)
 		span.end(ctx, "", AttrMemo.String(hitOrMiss(ok)))
 		if ok {
+			r.release(ctx, c, spec) // answered from the memo: the tool does not run
 			r.record(c, TraceRecord{Status: TraceCacheHit, Result: res})
 			return outcome{Status: TraceCacheHit, Result: res}
 		}
@@ -89,6 +95,9 @@ func (r *run) runAndFallback(ctx workflow.Context, c tool.Call, spec tool.Spec, 
 
 	// 3. Run: an activity with the tool's bounded retry policy.
 	resp, approval, stop, err := r.runStep(ctx, c, spec, approval, round)
+	if r.guarded(c.Tool, spec) && (stop == nil || stop.parked == nil) {
+		r.settleCall(ctx, c, stop == nil && err == nil) // it ran, or it did not: the ledger counts what ran
+	}
 	if stop != nil {
 		return *stop
 	}
@@ -200,23 +209,9 @@ func (r *run) runStep(ctx workflow.Context, c tool.Call, spec tool.Spec, approva
 
 // activity schedules the tool's activity (or local activity) for one round of a call.
 func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approval *tool.Approval, round int) (tool.Response, error) {
-	info := workflow.GetInfo(ctx)
-	var chain string
-	if r.version >= versionTrust {
-		if chain = info.FirstRunID; chain == "" { // a server that does not say: this run is the chain
-			chain = info.WorkflowExecution.RunID
-		}
-	}
-	key := tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID)
-	if r.version >= versionRewind {
-		// A rewound run may propose this call id again with other
-		// arguments: that is another call, and another key.
-		d, _ := tool.Digest(c.Tool, c.Args) // c.Args is canonical: check passed
-		key = tool.ArgsKey(key, d)
-	}
 	req := tool.Request{
 		CallID:         c.ID,
-		IdempotencyKey: key,
+		IdempotencyKey: r.callKey(ctx, c),
 		Args:           c.Args,
 		Approval:       approval,
 	}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
@@ -193,7 +194,8 @@ type fixture struct {
 	env     *testsuite.TestWorkflowEnvironment
 	desk    *desk
 	updates int
-	waiting int // callbacks registered with at that have not run yet
+	waiting int            // callbacks registered with at that have not run yet
+	ledger  *ledger.Memory // the fleet ledger of a fixture with a policy
 }
 
 type fixtureOption func(*worker.Options)
@@ -228,7 +230,32 @@ func registerOn(f *fixture, d *desk, opts ...fixtureOption) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return worker.Register(f.env, o)
+	if o.Ledger == nil && o.Policy != nil { // the fleet ledger, in memory
+		if f.ledger == nil {
+			m, err := ledger.NewMemory(o.Policy)
+			if err != nil {
+				return err
+			}
+			f.ledger = m
+		}
+		o.Ledger = f.ledger
+	}
+	if err := worker.Register(f.env, o); err != nil {
+		return err
+	}
+	if m := f.ledger; m != nil && o.Ledger == ledger.Backend(m) {
+		// A run settles by signal: the fixture's ledger takes it.
+		f.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, ledger.SignalSettle, mock.Anything).Return(
+			func(_, _, _, _ string, arg any) error {
+				s, ok := arg.(ledger.Settlement)
+				if !ok {
+					return fmt.Errorf("settle signal of %T, want ledger.Settlement", arg)
+				}
+				_, err := m.Settle(context.Background(), s)
+				return err
+			})
+	}
+	return nil
 }
 
 // call builds a proposal from a tool name and JSON arguments.

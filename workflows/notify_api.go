@@ -35,7 +35,13 @@ const (
 
 // Notice reports whether a trace status records a notification's delivery
 // (who was told) rather than what became of the call.
-func Notice(status string) bool { return status == TraceNotified || status == TraceNotifyFailed }
+func Notice(status string) bool {
+	switch status {
+	case TraceNotified, TraceNotifyFailed, TraceReserved, TraceReleased:
+		return true
+	}
+	return false
+}
 
 // NotifyTarget is a notification target as the worker declares it to its
 // runs (WorkerConfig.Notify): its name, its kind and the events it takes. No

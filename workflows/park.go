@@ -196,12 +196,20 @@ func (r *run) resume(ctx workflow.Context, pc ParkedCall, p *pending) outcome {
 	spec := r.specs[c.Tool]
 	approval, stop := r.wait(ctx, &c, p)
 	var out outcome
+	var refused *outcome
+	if stop == nil && pc.Round == 0 { // decided at the gate: the ledger checks the call again
+		refused = r.guardDecided(ctx, c, spec, p.Rule, p.OriginalArgs)
+	}
 	switch {
 	case stop != nil:
 		out = *stop
 		if out.parked != nil {
 			out.parked.depth, out.parked.round = pc.Depth, pc.Round
+		} else if pc.Round == 0 { // not run: the ledger no longer counts the arguments reserved at the gate
+			r.release(ctx, reservedCall(p), spec)
 		}
+	case refused != nil:
+		out = *refused
 	case pc.Round > 0: // the tool's own question was answered: run it again
 		out = r.runAndFallback(ctx, c, spec, approval, pc.Depth, pc.Round+1)
 	default: // approved at the gate
@@ -225,6 +233,16 @@ func (r *run) resume(ctx workflow.Context, pc ParkedCall, p *pending) outcome {
 		out.Error = joinErrors(fallbackError(f.Call.Tool, f.Attempts, f.Error, f.Fallback, f.FallbackID), out.Error)
 	}
 	return out
+}
+
+// reservedCall is the call as the gate reserved it: with the arguments
+// proposed, before any approver's edit.
+func reservedCall(p *pending) tool.Call {
+	args := p.CallArgs
+	if p.OriginalArgs != nil {
+		args = p.OriginalArgs
+	}
+	return tool.Call{ID: p.CallID, Tool: p.Tool, Args: args}
 }
 
 // fallbackError says that a call failed and its fallback answered it.

@@ -198,7 +198,7 @@ func outcomeWords(e plan.Entry) string {
 		}
 		return "the call failed: " + reason
 	case plan.StatusBlocked:
-		if strings.HasPrefix(reason, plan.DeniedByRule) {
+		if strings.HasPrefix(reason, plan.DeniedByRule) || strings.HasPrefix(reason, plan.DeniedByLedger) {
 			return "the call was blocked: " + reason
 		}
 		s := "the call was blocked: this run does not allow destructive calls"

@@ -121,6 +121,15 @@ var commandHelp = []command{
 		examples: []string{`toolgate grant ticket-42 refund --as bob --key bob.key --when "args.amount_cents < 10000" --uses 2`}},
 	{name: "revoke", group: groupOperate, summary: "end a grant (toolgate status lists them)",
 		usage: []string{"toolgate revoke ID GRANT_ID --as NAME --key FILE [CONNECTION]"}, examples: []string{"toolgate revoke ticket-42 g-1 --as bob --key bob.key"}},
+	{name: "pause", group: groupOperate, summary: "the kill switch: stop a tool (--all: every destructive one) in every run",
+		usage:    []string{"toolgate pause TOOL|--all --reason TEXT --as NAME --key FILE [--task-queue Q] [CONNECTION]"},
+		examples: []string{`toolgate pause refund --reason "refunds double-pay: INC-7" --as alice --key alice.key`}},
+	{name: "unpause", group: groupOperate, summary: "let a paused tool run again",
+		usage:    []string{"toolgate unpause TOOL|--all --as NAME --key FILE [--reason TEXT] [--task-queue Q] [CONNECTION]"},
+		examples: []string{"toolgate unpause refund --as alice --key alice.key"}},
+	{name: "guards", group: groupOperate, summary: "the fleet ledger: each guard's use within its window, and what is paused",
+		usage:    []string{"toolgate guards [--json] [--task-queue Q] [CONNECTION]"},
+		examples: []string{"toolgate guards", "toolgate guards --json"}},
 	{name: "replay", group: groupOperate, summary: "replay exported histories against this binary's workflow code",
 		usage: []string{"toolgate replay FILE... [--encryption-key-file FILE]"},
 		examples: []string{"temporal workflow show --workflow-id ticket-42 --output json > ticket-42.json",
@@ -161,9 +170,8 @@ func groupedHelp() string {
 		}
 	}
 	b.WriteString(`
-CONNECTION flags, as the temporal CLI's: --address, --namespace, --profile, --api-key, --tls-*
-(a temporal.toml profile, then TEMPORAL_* variables, then the flags); default 127.0.0.1:7233.
-toolgate help COMMAND: what it does, examples, every flag. Benchmark: go run ./cmd/toolgate-bench
+CONNECTION: --address, --namespace, --profile, --api-key, --tls-*, as the temporal CLI's.
+toolgate help COMMAND: its examples and flags. Benchmark: go run ./cmd/toolgate-bench
 `)
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -98,7 +99,51 @@ func (c *cli) pending(ctx context.Context, args []string) error {
 	} else if res, err = cl.Pending(ctx, opts); err == nil {
 		err = tgclient.NoneQueried(res)
 	}
-	return c.printPending(res, err, *asJSON, pendingAgain(args, res.NextPageToken))
+	if err := c.printPending(res, err, *asJSON, pendingAgain(args, res.NextPageToken)); err != nil {
+		return err
+	}
+	return c.printFleetPauses(ctx, cl, queues.queues, *asJSON)
+}
+
+// printFleetPauses names the tools paused fleet-wide on the queues (the
+// kill switch: calls of them are refused whatever their approvals): on
+// stdout, or with --json on stderr as one line {"paused":[…]}.
+func (c *cli) printFleetPauses(ctx context.Context, cl *tgclient.Client, queues []string, asJSON bool) error {
+	type queuePause struct {
+		TaskQueue string `json:"task_queue"`
+		ledger.Pause
+	}
+	var all []queuePause
+	for _, q := range queues {
+		v, ok, err := cl.Guards(ctx, q)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "the fleet ledger of task queue %s did not answer: tools paused on it are not shown: %s\n", oneLine(q), multiLine(err.Error()))
+			continue
+		}
+		if !ok {
+			continue
+		}
+		for _, p := range v.Pauses {
+			all = append(all, queuePause{TaskQueue: q, Pause: p})
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	if asJSON {
+		return json.NewEncoder(c.stderr).Encode(struct {
+			Paused []queuePause `json:"paused"`
+		}{all})
+	}
+	for _, p := range all {
+		what := oneLine(p.Tool)
+		if p.Tool == ledger.AllTools {
+			what = "every destructive tool"
+		}
+		fmt.Fprintf(c.stdout, "PAUSED fleet-wide on task queue %s: %s, by %s at %s: %s (approvals of its calls are refused until toolgate unpause)\n",
+			oneLine(p.TaskQueue), what, oneLine(p.By), p.At.UTC().Format(time.RFC3339), oneLine(p.Reason))
+	}
+	return nil
 }
 
 // pendingAgain is the command that lists the page after the one with

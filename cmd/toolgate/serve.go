@@ -144,6 +144,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
+	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
 	opts.Notify, s.notify, s.pol = notifierOf(wo.notify), wo.notify, wo.policy
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
@@ -242,6 +243,7 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
+	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.Notify = notifierOf(wo.notify)
 	// worker.Connect, with the namespace asked for its search attributes
 	// between dialing and starting.

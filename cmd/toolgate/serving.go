@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/tracing"
@@ -29,6 +30,7 @@ type serving struct {
 	mcpFile      *string
 	deskDB       *string
 	notifyFile   *string
+	ledgerRun    *int
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
@@ -43,6 +45,7 @@ func servingFlags(fs *flag.FlagSet) serving {
 		mcpFile:      mcpFlag(fs),
 		notifyFile:   fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (docs/notifications.md)"),
 		deskDB:       fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
+		ledgerRun:    fs.Int("ledger-updates-per-run", 0, fmt.Sprintf("how many updates the fleet ledger takes before it continues as new (0: %d)", ledger.UpdatesPerRun)),
 	}
 }
 
@@ -54,10 +57,14 @@ type workerOptions struct {
 	deskDB       string                          // "" for the SQLite file under the data directory
 	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
 	notify       *notify.Config                  // a --notify file
+	ledgerRun    int                             // --ledger-updates-per-run
 }
 
 func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions, error) {
-	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB, interceptors: tel.interceptors}
+	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB, interceptors: tel.interceptors, ledgerRun: *sv.ledgerRun}
+	if wo.ledgerRun < 0 {
+		return wo, fmt.Errorf("--ledger-updates-per-run %d: want 0 (the default) or more", wo.ledgerRun)
+	}
 	if *sv.policyFile != "" {
 		p, err := policy.Load(*sv.policyFile)
 		if err != nil {

@@ -14,6 +14,10 @@
 // private keys live only in memory, long enough to sign the flow's
 // decisions, grants and starts.
 //
+// The guarded flow (guards.go, rules version 10) runs under a policy with
+// guards on a task queue of its own, and also writes the history of that
+// queue's fleet ledger (ledger_SUFFIX.json), taken while it runs.
+//
 // Run it from anywhere in the module:
 //
 //	go run ./testsuite/histories/record              # every flow
@@ -90,7 +94,7 @@ func run() error {
 		}
 	}
 	for name := range selected {
-		if !slices.ContainsFunc(append(flows, externalFlow(), notifyFlow()), func(f flow) bool { return f.name == name }) {
+		if !slices.ContainsFunc(allFlows(), func(f flow) bool { return f.name == name }) {
 			return fmt.Errorf("unknown flow %q", name)
 		}
 	}
@@ -136,7 +140,7 @@ func run() error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range append(flows, externalFlow(), notifyFlow()) {
+	for _, f := range allFlows() {
 		if len(selected) > 0 && !selected[f.name] {
 			continue
 		}
@@ -173,6 +177,11 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// allFlows are every flow the recorder knows.
+func allFlows() []flow {
+	return append(slices.Clone(flows), externalFlow(), notifyFlow(), guardedFlow())
+}
+
 // flow is one recorded scenario.
 type flow struct {
 	name string
@@ -205,6 +214,15 @@ type flow struct {
 	// notify: the worker notifies two webhooks and alice may decide by
 	// e-mail (notify.go).
 	notify bool
+	// extraPolicy is appended to the flow's policy (guards.go: guards).
+	extraPolicy string
+	// taskQueue is the worker's and the run's task queue; "":
+	// workflows.TaskQueue.
+	taskQueue string
+	// extra, if set, runs once the run's history is written and writes
+	// more histories (file names them: base+suffix+".json"), which are
+	// replayed too (guards.go: the fleet ledger's).
+	extra func(ctx context.Context, cl client.Client, s *signers, file func(base string) string) ([]string, error)
 	// id is the run's workflow id; "": fixture-NAME.
 	id string
 	// then, if set, runs once the run has closed (after drive or
@@ -481,7 +499,7 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 	in := f.in
 	var s *signers
 	if f.policy {
-		if s, err = newSigners(f.operators); err != nil {
+		if s, err = newSigners(f.operators, f.extraPolicy); err != nil {
 			return nil, err
 		}
 		if f.notify {
@@ -499,13 +517,17 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 			}
 		}
 	}
-	w, err := worker.Start(cl, workflows.TaskQueue, opts)
+	queue := workflows.TaskQueue
+	if f.taskQueue != "" {
+		queue = f.taskQueue
+	}
+	w, err := worker.Start(cl, queue, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
 
-	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue,
 		WorkflowExecutionTimeout: 2 * time.Minute}, workflows.WorkflowName, in)
 	if err != nil {
 		return nil, err
@@ -556,6 +578,13 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 		}
 		files = append(files, file)
 	}
+	if f.extra != nil {
+		more, err := f.extra(ctx, cl, s, func(base string) string { return filepath.Join(out, base+suffix+".json") })
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, more...)
+	}
 	return files, nil
 }
 
@@ -599,6 +628,12 @@ func export(ctx context.Context, cl client.Client, id, runID, file string) error
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return fmt.Errorf("run %s/%s is still running: export closed runs only", id, runID)
 	}
+	return writeHistory(ctx, cl, id, runID, file)
+}
+
+// writeHistory writes one run's full history as export does, closed or
+// not: a running run's only between its workflow tasks (waitIdle).
+func writeHistory(ctx context.Context, cl client.Client, id, runID, file string) error {
 	hist := &historypb.History{}
 	it := cl.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {

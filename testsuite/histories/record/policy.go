@@ -60,8 +60,8 @@ type signers struct {
 const fixtureOperators = "operators: [ops]\n"
 
 // newSigners generates the approvers' keys; operators: the policy names
-// fixtureOperators too.
-func newSigners(operators bool) (*signers, error) {
+// fixtureOperators too; extra is appended to the policy (guards).
+func newSigners(operators bool, extra string) (*signers, error) {
 	s := &signers{keys: map[string]ed25519.PrivateKey{}}
 	var pubs []any
 	for _, name := range fixtureApprovers {
@@ -76,6 +76,7 @@ func newSigners(operators bool) (*signers, error) {
 	if operators {
 		text += fixtureOperators
 	}
+	text += extra
 	p, err := policy.Parse([]byte(text))
 	if err != nil {
 		return nil, err

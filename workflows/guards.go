@@ -1,0 +1,243 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/plan"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/tool"
+)
+
+// This file is a run's side of the fleet guards (rules version 10): the
+// budgets, rate limits, repeat limits and pauses that hold across every run
+// of the task queue, kept by the fleet ledger (package ledger), a workflow
+// outside every run. Before a call a guard covers (or, under a policy with
+// operators, any destructive call) goes on, the run reserves it with the
+// ledger, keyed by the call's idempotency key; a human's decision on it is
+// checked again; and once it has run the reservation is committed, or
+// released when it did not run (rejected, expired, failed, answered from
+// the memo). The ledger counts a key once, so a retried, rewound or
+// re-approved call counts once; a rewind of the run gives nothing back.
+
+// GuardRulePrefix starts the rule a guard's refusal or ask is recorded
+// under ("guard:budget-refunds"), in the trace and in what the call waits on.
+const GuardRulePrefix = "guard:"
+
+// Trace statuses of the ledger (notices, not a call's outcome).
+const (
+	TraceReserved = "reserved" // the ledger counts the call: Reason says toward what
+	TraceReleased = "released" // the call did not run: the ledger no longer counts it
+)
+
+// Ledger activity options: a ledger that does not answer within
+// ledgerPatience refuses the call (fails closed).
+const (
+	ledgerAttempt  = 10 * time.Second
+	ledgerPatience = 5 * time.Minute
+)
+
+// guarded reports whether a call of the tool consults the fleet ledger.
+func (r *run) guarded(toolName string, spec tool.Spec) bool {
+	return r.version >= versionGuards && r.engine != nil && r.engine.Policy().Guarded(toolName, spec.Destructive)
+}
+
+// callKey is the idempotency key of a call: its tool's activity and the
+// ledger know it by this key.
+func (r *run) callKey(ctx workflow.Context, c tool.Call) string {
+	info := workflow.GetInfo(ctx)
+	var chain string
+	if r.version >= versionTrust {
+		if chain = info.FirstRunID; chain == "" { // a server that does not say: this run is the chain
+			chain = info.WorkflowExecution.RunID
+		}
+	}
+	key := tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID)
+	if r.version >= versionRewind {
+		// A rewound run may propose this call id again with other
+		// arguments: that is another call, and another key.
+		d, _ := tool.Digest(c.Tool, c.Args) // c.Args is canonical: check passed
+		key = tool.ArgsKey(key, d)
+	}
+	return key
+}
+
+// ledgerOptions runs the ledger's activities as local activities: a
+// reservation then costs the run no activity task of its own, only the
+// ledger's update (and a marker in the run's history, its answer).
+func ledgerOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    ledgerAttempt,
+		ScheduleToCloseTimeout: ledgerPatience,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    100 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+		},
+	})
+}
+
+// reserve asks the ledger to count call c at stage; over names the guard
+// whose approvers let the call past its limit. A ledger that does not
+// answer refuses the call.
+func (r *run) reserve(ctx workflow.Context, c tool.Call, spec tool.Spec, stage, over string) ledger.Verdict {
+	digest, _ := tool.Digest(c.Tool, c.Args)
+	req := ledger.Reservation{Key: r.callKey(ctx, c), Workflow: r.workflowID, CallID: c.ID, Tool: c.Tool,
+		Destructive: spec.Destructive, Args: c.Args, Digest: digest, RequestedBy: r.RequestedBy, Stage: stage, Over: over,
+		Commits: r.commits}
+	r.commits = nil // taken with the reservation; sent apart if it fails
+	var v ledger.Verdict
+	err := workflow.ExecuteLocalActivity(ledgerOptions(ctx), ledger.ReserveActivity, req).Get(ctx, &v)
+	r.localSince++
+	if err != nil {
+		r.commits = append(req.Commits, r.commits...)
+		r.flushCommits(ctx)
+		return ledger.Verdict{Decide: ledger.Denied, Reason: "the fleet ledger did not answer (" + clip(errorText(err), 300) +
+			"): the call is refused, since a guard or a pause may hold it"}
+	}
+	if v.Decide == ledger.Reserved && len(v.Uses) > 0 {
+		r.held[req.Key] = true
+		r.record(c, TraceRecord{Status: TraceReserved, Reason: usesText(v)})
+	}
+	return v
+}
+
+// settleCall commits c's reservation (it ran) or releases it (it did not).
+// A release is signalled to the ledger at once: the run does not wait for
+// it, and a release the ledger has not taken yet only keeps the call
+// counted a little longer. A commit changes no sum (a call counts alike
+// reserved or committed): it goes with the run's next reservation, or by
+// signal before the run waits for a human or closes (flushCommits). The
+// ledger settles a key once, whatever comes again.
+func (r *run) settleCall(ctx workflow.Context, c tool.Call, commit bool) {
+	key := r.callKey(ctx, c)
+	if commit {
+		if r.commits = append(r.commits, key); len(r.commits) >= ledger.MaxCommits {
+			r.flushCommits(ctx)
+		}
+	} else {
+		r.signalSettle(ctx, ledger.Settlement{Key: key})
+		if r.held[key] {
+			r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
+		}
+	}
+	delete(r.held, key)
+}
+
+// flushCommits signals the ledger the commits the run holds.
+func (r *run) flushCommits(ctx workflow.Context) {
+	for _, k := range r.commits {
+		r.signalSettle(ctx, ledger.Settlement{Key: k, Commit: true})
+	}
+	r.commits = nil
+}
+
+// signalSettle signals one settlement to the ledger of the run's queue.
+func (r *run) signalSettle(ctx workflow.Context, s ledger.Settlement) {
+	if len(r.settling) > 0 { // forget those delivered
+		r.settling = slices.DeleteFunc(r.settling, func(f workflow.Future) bool { return f.IsReady() })
+	}
+	tq := workflow.GetInfo(ctx).TaskQueueName
+	r.settling = append(r.settling, workflow.SignalExternalWorkflow(ctx, ledger.ID(tq), "", ledger.SignalSettle, s))
+}
+
+// settled waits until Temporal has delivered the run's settlements: a
+// signal a closed run sent is never delivered.
+func (r *run) settled(ctx workflow.Context) {
+	r.flushCommits(ctx)
+	if len(r.settling) == 0 {
+		return
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	for _, f := range r.settling {
+		if err := f.Get(dctx, nil); err != nil {
+			r.logger.Warn("a settlement did not reach the fleet ledger: the call stays counted until its window ends", "error", err)
+		}
+	}
+	r.settling = nil
+}
+
+// release releases c's reservation, if the call is one the ledger counts.
+func (r *run) release(ctx workflow.Context, c tool.Call, spec tool.Spec) {
+	if r.guarded(c.Tool, spec) {
+		r.settleCall(ctx, c, false)
+	}
+}
+
+// usesText says what a reserved call counts toward.
+func usesText(v ledger.Verdict) string {
+	parts := make([]string, 0, len(v.Uses))
+	for _, u := range v.Uses {
+		parts = append(parts, fmt.Sprintf("guard %s (%s): %d of %d", u.Guard, u.Scope, u.Sum, u.Limit))
+	}
+	s := "counted by the fleet ledger: " + strings.Join(parts, "; ")
+	if v.Again {
+		s += " (reserved before: counted once)"
+	}
+	return s
+}
+
+// guardGate is the ledger's part of the gate, after the rules: a paused
+// tool or a guard that denies blocks the call; a guard that asks returns
+// the verdict the call waits on instead of the rule's, and why.
+func (r *run) guardGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*policy.Verdict, string, *outcome) {
+	v := r.reserve(ctx, *c, spec, ledger.StageGate, "")
+	switch v.Decide {
+	case ledger.Reserved:
+		return nil, "", nil
+	case ledger.Ask:
+		need := policy.Approvers{Count: 1}
+		if v.Need != nil {
+			need = *v.Need
+		}
+		pv := &policy.Verdict{Rule: GuardRulePrefix + v.Guard, Decide: policy.Ask, Need: need}
+		return pv, clip(v.Reason, MaxTextBytes/2) + " (so " + need.Describe() + " may let it past)", nil
+	}
+	return nil, "", r.guardRefusal(*c, v)
+}
+
+// guardRefusal is the outcome of a call the ledger refused.
+func (r *run) guardRefusal(c tool.Call, v ledger.Verdict) *outcome {
+	rule := ""
+	if v.Guard != "" {
+		rule = GuardRulePrefix + v.Guard
+	}
+	msg := clip(plan.DeniedByLedger+v.Reason, MaxTextBytes)
+	r.record(c, TraceRecord{Status: TraceBlocked, Rule: rule, Error: msg})
+	return &outcome{Status: TraceBlocked, Error: msg, unreserved: true}
+}
+
+// guardDecided checks a call a human has decided again with the ledger,
+// before it runs: a pause may have come, or a guard filled, while it
+// waited. rule is the rule the call waited on (a guard's when it asked);
+// original are the arguments reserved at the gate when an approver edited
+// them (nil: not edited).
+func (r *run) guardDecided(ctx workflow.Context, c tool.Call, spec tool.Spec, rule string, original []byte) *outcome {
+	if !r.guarded(c.Tool, spec) {
+		return nil
+	}
+	if original != nil {
+		r.settleCall(ctx, tool.Call{ID: c.ID, Tool: c.Tool, Args: original}, false) // the edit is another call
+	}
+	over := ""
+	if original == nil && strings.HasPrefix(rule, GuardRulePrefix) {
+		over = strings.TrimPrefix(rule, GuardRulePrefix)
+	}
+	v := r.reserve(ctx, c, spec, ledger.StageDecided, over)
+	if v.Decide == ledger.Reserved {
+		return nil
+	}
+	if original == nil { // the gate's reservation of this very call
+		r.settleCall(ctx, c, false)
+	}
+	out := r.guardRefusal(c, v)
+	out.Error = r.notExecuted(out.Error)
+	return out
+}
