@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -58,7 +60,33 @@ type List struct {
 	// Next asks for the next page of runs (the "page" parameter); empty on the last.
 	Next string    `json:"next,omitempty"`
 	Now  time.Time `json:"now"`
+	// Paused are the tools paused fleet-wide on the served task queues
+	// (the kill switch): an approval of a call of one is refused after it
+	// is given. At most MaxPaused.
+	Paused []PausedTool `json:"paused"`
+	// PausedErrors say which queues' fleet ledgers did not answer: their
+	// pauses, if any, are not shown. At most MaxPausedErrors.
+	PausedErrors []string `json:"paused_errors"`
 }
+
+// PausedTool is one tool paused fleet-wide on a task queue. By and Reason
+// come from an operator's signed pause: the page shows them as text only.
+type PausedTool struct {
+	TaskQueue string `json:"task_queue"`
+	// Tool is the tool paused; ledger.AllTools ("*") is every destructive tool.
+	Tool   string    `json:"tool"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Bounds on the pauses a listing carries.
+const (
+	MaxPaused       = ledger.MaxPauses // pauses listed, over every served queue
+	MaxPausedErrors = 8                // ledgers named as not answering
+	maxPauseText    = 200              // bytes of a pause's tool, by or task queue
+	maxPauseError   = 500              // bytes of a ledger's error
+)
 
 // pending is GET /api/pending?run=ID&tool=NAME&page=TOKEN&size=N: one page
 // of runs of the served task queues (Options.TaskQueues), at most size
@@ -95,7 +123,54 @@ func (h *Handler) pending(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listOf(page))
+	out := listOf(page)
+	out.Paused, out.PausedErrors = h.pauses(ctx)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pauses are the tools paused on the fleet ledgers of the served task
+// queues, and why a ledger's pauses could not be read: a ledger that does
+// not answer never costs the listing its calls. Both are bounded, each
+// string clipped.
+func (h *Handler) pauses(ctx context.Context) ([]PausedTool, []string) {
+	queues := h.opts.TaskQueues
+	if len(queues) == 0 {
+		queues = []string{workflows.TaskQueue}
+	}
+	paused, errs := []PausedTool{}, []string{}
+	for _, q := range queues {
+		v, ok, err := h.b.Guards(ctx, q)
+		if err != nil {
+			if len(errs) < MaxPausedErrors {
+				errs = append(errs, clipText(fmt.Sprintf("the fleet ledger of task queue %s did not answer: tools paused on it are not shown: %v", clipText(q, maxPauseText), err), maxPauseError))
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		for _, p := range v.Pauses {
+			if len(paused) == MaxPaused {
+				return paused, errs
+			}
+			paused = append(paused, PausedTool{TaskQueue: clipText(q, maxPauseText), Tool: clipText(p.Tool, maxPauseText),
+				By: clipText(p.By, maxPauseText), Reason: clipText(p.Reason, ledger.MaxReasonSize), At: p.At.UTC()})
+		}
+	}
+	return paused, errs
+}
+
+// clipText is s cut to at most n bytes (on a rune boundary) with "…" added
+// when cut; invalid UTF-8 is replaced.
+func clipText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // listOf turns a page of waiting calls into what the page shows: newest first,

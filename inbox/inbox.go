@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/internal/webguard"
 	"github.com/toolgate/toolgate/internal/webkeys"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
@@ -65,6 +66,9 @@ type Backend interface {
 	Rewind(ctx context.Context, id, call, expect string, by client.Operator) (client.Rewound, error)
 	Fork(ctx context.Context, src, at, newID string, args json.RawMessage, by client.Operator) (sdkclient.WorkflowRun, error)
 	AwaitFork(ctx context.Context, id, runID string) error
+	// Guards reads the fleet ledger of a task queue (ok false: it never
+	// started): the page names the tools paused on it.
+	Guards(ctx context.Context, taskQueue string) (ledger.View, bool, error)
 }
 
 var _ Backend = (*client.Client)(nil)
@@ -82,7 +86,9 @@ type Options struct {
 	TraceRecords int
 	// TaskQueues are the task queues whose runs the inbox lists: those this
 	// deployment's workers poll (none: the client's, client.WithTaskQueue).
-	// A run started on another queue is never listed nor queried.
+	// A run started on another queue is never listed nor queried. The
+	// fleet ledger of each is read for its pauses (none given:
+	// workflows.TaskQueue's).
 	TaskQueues []string
 	// PageSize is how many runs a page lists unless the request says
 	// (default DefaultPageSize); only they are queried.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
@@ -44,6 +46,23 @@ type fake struct {
 	forkRefused error
 	rewound     []rewindCall
 	forked      []forkCall
+	// views are the fleet ledgers' views by task queue (none: never
+	// started), guardsErr what a queue's ledger fails with; guarded the
+	// queues Guards was asked for.
+	views     map[string]ledger.View
+	guardsErr map[string]error
+	guarded   []string
+}
+
+func (f *fake) Guards(_ context.Context, taskQueue string) (ledger.View, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.guarded = append(f.guarded, taskQueue)
+	if err := f.guardsErr[taskQueue]; err != nil {
+		return ledger.View{}, false, err
+	}
+	v, ok := f.views[taskQueue]
+	return v, ok, nil
 }
 
 func (f *fake) Pending(ctx context.Context, opts client.PendingOptions) (client.PendingPage, error) {
@@ -486,4 +505,64 @@ func TestArgumentsAreServedAsExactText(t *testing.T) {
 	require.Len(t, c.Trace, 1)
 	assert.Equal(t, `{"id":9007199254740993}`, c.Trace[0].ArgsText)
 	assert.Equal(t, `{"balance":18446744073709551617}`, c.Trace[0].ResultText)
+}
+
+func TestPendingNamesTheFleetsPauses(t *testing.T) {
+	f := newFake()
+	hostile := "<img src=x onerror=alert(1)>\u202e"
+	f.views = map[string]ledger.View{
+		"q1": {Pauses: []ledger.Pause{{Tool: "close_ticket", By: "ops-" + hostile, Reason: "incident 7 " + hostile + strings.Repeat("r", 2000), At: t0}}},
+		"q3": {Pauses: []ledger.Pause{{Tool: ledger.AllTools, By: "oncall", Reason: "freeze", At: t0.Add(time.Minute)}}},
+	}
+	f.guardsErr = map[string]error{"q2": errors.New("reading the fleet ledger of task queue q2: context deadline exceeded")}
+	srv := httptest.NewServer(New(f, Options{TaskQueues: []string{"q1", "q2", "q3", "q4"}}))
+	defer srv.Close()
+
+	resp, body := get(t, srv, "/api/pending")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.NotContains(t, body, "<img", "the JSON escapes markup: it is never HTML")
+	var l List
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	assert.NotEmpty(t, calls(l), "a ledger that does not answer costs the listing none of its calls")
+	require.Len(t, l.Paused, 2, "q4's ledger never started: nothing paused there")
+	p := l.Paused[0]
+	assert.Equal(t, "q1", p.TaskQueue)
+	assert.Equal(t, "close_ticket", p.Tool)
+	assert.Equal(t, "ops-"+hostile, p.By, "by is data, passed as it is (the page shows it as text)")
+	assert.True(t, strings.HasPrefix(p.Reason, "incident 7 "+hostile))
+	assert.LessOrEqual(t, len(p.Reason), ledger.MaxReasonSize+len("…"), "the reason is bounded")
+	assert.True(t, p.At.Equal(t0))
+	assert.Equal(t, PausedTool{TaskQueue: "q3", Tool: ledger.AllTools, By: "oncall", Reason: "freeze", At: t0.Add(time.Minute)}, l.Paused[1])
+	require.Len(t, l.PausedErrors, 1)
+	assert.Contains(t, l.PausedErrors[0], "q2")
+	assert.Contains(t, l.PausedErrors[0], "context deadline exceeded")
+	assert.Equal(t, []string{"q1", "q2", "q3", "q4"}, f.guarded, "every served queue's ledger is read, and only theirs")
+}
+
+func TestPendingWithNoPausesListsEmptyArrays(t *testing.T) {
+	f := newFake()
+	srv := httptest.NewServer(New(f, Options{}))
+	defer srv.Close()
+	_, body := get(t, srv, "/api/pending")
+	assert.Contains(t, body, `"paused":[]`)
+	assert.Contains(t, body, `"paused_errors":[]`)
+	assert.Equal(t, []string{workflows.TaskQueue}, f.guarded, "no queues given: the default queue's ledger")
+}
+
+func TestPausedErrorsAreBounded(t *testing.T) {
+	f := newFake()
+	f.guardsErr = map[string]error{}
+	var queues []string
+	for i := range MaxPausedErrors + 5 {
+		q := fmt.Sprintf("q%d", i)
+		queues = append(queues, q)
+		f.guardsErr[q] = errors.New(strings.Repeat("x", 5000))
+	}
+	srv := httptest.NewServer(New(f, Options{TaskQueues: queues}))
+	defer srv.Close()
+	l := list(t, srv, "")
+	require.Len(t, l.PausedErrors, MaxPausedErrors)
+	for _, e := range l.PausedErrors {
+		assert.LessOrEqual(t, len(e), maxPauseError+len("…"))
+	}
 }

@@ -471,8 +471,38 @@
     while (box.children.length > 5) box.lastElementChild.remove();
   }
 
+  // pauseOf is the fleet-wide pause that stops call c (its tool's, or the
+  // pause of every destructive tool, '*', for a call waiting at the gate),
+  // or undefined. The call's task queue is not known here: a pause on any
+  // served queue marks it.
+  function pauseOf(c, paused) {
+    return paused.find((p) => p.tool === c.tool) || paused.find((p) => p.tool === '*' && c.kind === 'gate');
+  }
+
+  function pauseLine(p) {
+    const what = p.tool === '*' ? 'every destructive tool' : p.tool;
+    return 'PAUSED fleet-wide on task queue ' + p.task_queue + ': ' + what + ' by ' + p.by + ' at ' + p.at + ': ' + p.reason +
+      ' — approvals of its calls are refused until toolgate unpause';
+  }
+
+  // showPaused names the tools paused fleet-wide above the calls, and the
+  // ledgers that did not answer. Text only: by and reason are an operator's.
+  function showPaused(paused, errs) {
+    const box = $('paused');
+    box.textContent = '';
+    for (const p of paused) box.appendChild(text(document.createElement('p'), pauseLine(p)));
+    for (const e of errs) {
+      const el = text(document.createElement('p'), e);
+      el.className = 'unread';
+      box.appendChild(el);
+    }
+    box.hidden = !paused.length && !errs.length;
+  }
+
   function render(list) {
     const box = $('calls');
+    const paused = list.paused || [];
+    showPaused(paused, list.paused_errors || []);
     const want = [];
     for (const c of list.calls) {
       const k = keyOf(c);
@@ -482,7 +512,13 @@
     const keep = new Set(want);
     for (const [k, el] of cards) if (!keep.has(el)) { el.remove(); cards.delete(k); }
     want.forEach((el, i) => { if (box.children[i] !== el) box.insertBefore(el, box.children[i] || null); });
-    for (const el of want) text(el.querySelector('.expires'), until(el._call.expires_at));
+    for (const el of want) {
+      text(el.querySelector('.expires'), until(el._call.expires_at));
+      const p = pauseOf(el._call, paused), note = el.querySelector('.paused-note');
+      note.hidden = !p;
+      text(note, p ? 'paused' : '');
+      note.title = p ? marked(pauseLine(p)) : ''; // a property: text, never markup
+    }
     $('empty').hidden = list.calls.length > 0;
     $('next').disabled = !list.next;
     $('prev').disabled = pages.length < 2;
