@@ -5,12 +5,14 @@
 // outside every run, so no run, rewind, fork or restart rolls it back; it
 // continues as new, carrying its state, before its history grows long.
 //
-// A run reserves a call with the reserve update, whose update id comes
-// from the call's idempotency key, and settles it with the settle update
-// (commit: the call ran; release: it was rejected, expired, failed or
-// answered from the memo). Entries are kept by the key's digest, so a
-// retried, rewound or re-approved call counts once, across the ledger's
-// continue-as-new too.
+// A run reserves a call with the reserve update (ReserveActivity, a local
+// activity), keyed by the call's idempotency key, and settles it: commit
+// (the call ran), carried by its next reservation or signalled, or release
+// (it was rejected, expired, failed or answered from the memo), signalled
+// (SignalSettle). Entries are kept by the key's digest, so a retried,
+// rewound or re-approved call counts once, across the ledger's
+// continue-as-new too. The settle update (SettleActivity) is there for
+// callers that want the ledger's answer.
 package ledger
 
 import (
@@ -40,8 +42,10 @@ const (
 	// PolicyActivity is the local activity a ledger run starts with: it
 	// returns the worker's policy, recorded in the ledger's history.
 	PolicyActivity = "toolgate.ledger.policy"
-	// ReserveActivity and SettleActivity are the activities a run calls
-	// the ledger with (UpdateWithStart: the first one starts the ledger).
+	// ReserveActivity and SettleActivity call the ledger with the reserve
+	// and settle updates (UpdateWithStart: the first starts the ledger). A
+	// run reserves with ReserveActivity, as a local activity; it settles by
+	// signal.
 	ReserveActivity = "toolgate.ledger.reserve"
 	SettleActivity  = "toolgate.ledger.settle"
 
