@@ -25,23 +25,8 @@ func TestInboxShowsTheFleetsPauseInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support, ops]}\noperators: [ops]\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n",
+	srv := policyInbox(t, s, fmt.Sprintf("approvers:\n  alice: {key: %q, roles: [support, ops]}\noperators: [ops]\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n",
 		signed.FormatPublicKey(pub)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, d, err := demo.Options(s.dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Policy, opts.SearchAttributes = pol, true
-	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); _ = d.Close() })
-	srv := httptest.NewServer(inbox.New(s.tg, inbox.Options{}))
-	defer srv.Close()
 
 	const id = "inbox-paused"
 	s.start(id, workflows.RunInput{Goal: "close the login ticket", Planner: scripted("closed", step(call("close_ticket", `{"ticket_id":"TKT-3"}`)))})
@@ -62,4 +47,28 @@ func TestInboxShowsTheFleetsPauseInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, ctx, "the pause gone", `document.getElementById('paused').hidden && document.querySelector('`+card(id)+` .paused-note').hidden`)
+}
+
+// policyInbox starts the demo's worker under the policy src (with search
+// attributes) on s, and an inbox over s's client; both stop with the test.
+func policyInbox(t *testing.T, s *stack, src string) *httptest.Server {
+	t.Helper()
+	pol, err := policy.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, d, err := demo.Options(s.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Policy, opts.SearchAttributes = pol, true
+	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
+	if err != nil {
+		_ = d.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); _ = d.Close() })
+	srv := httptest.NewServer(inbox.New(s.tg, inbox.Options{}))
+	t.Cleanup(srv.Close)
+	return srv
 }

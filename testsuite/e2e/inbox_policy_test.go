@@ -3,17 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolgate/toolgate/demo"
-	"github.com/toolgate/toolgate/inbox"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
-	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -28,24 +23,9 @@ func TestInboxSignsUnderAPolicyInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support]}\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n"+
+	srv := policyInbox(t, s, fmt.Sprintf("approvers:\n  alice: {key: %q, roles: [support]}\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n"+
 		"  search_tickets:\n    rules:\n      - {id: ask-archive, when: \"args.query == 'archive'\", decide: ask, approvers: {roles: [support]}}\n",
 		signed.FormatPublicKey(pub)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, d, err := demo.Options(s.dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Policy, opts.SearchAttributes = pol, true
-	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); _ = d.Close() })
-	srv := httptest.NewServer(inbox.New(s.tg, inbox.Options{}))
-	defer srv.Close()
 
 	const id = "inbox-signed"
 	s.start(id, workflows.RunInput{Goal: "close the login ticket", Planner: scripted("closed", step(call("close_ticket", `{"ticket_id":"TKT-3"}`)))})

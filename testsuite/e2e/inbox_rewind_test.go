@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -11,12 +10,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	tgclient "github.com/toolgate/toolgate/client"
-	"github.com/toolgate/toolgate/demo"
-	"github.com/toolgate/toolgate/inbox"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/testsuite/testenv"
-	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -39,23 +34,8 @@ func TestInboxRewindsAndForksInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Parse(fmt.Appendf(nil, "approvers:\n  alice: {key: %q, roles: [support]}\n  olga: {key: %q, roles: [sre]}\n"+
+	srv := policyInbox(t, s, fmt.Sprintf("approvers:\n  alice: {key: %q, roles: [support]}\n  olga: {key: %q, roles: [sre]}\n"+
 		"operators: [sre]\ntools:\n  close_ticket: {approvers: {roles: [support]}}\n", signed.FormatPublicKey(alicePub), signed.FormatPublicKey(olgaPub)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, d, err := demo.Options(s.dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Policy, opts.SearchAttributes = pol, true
-	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); _ = d.Close() })
-	srv := httptest.NewServer(inbox.New(s.tg, inbox.Options{}))
-	defer srv.Close()
 
 	const id, forkID = "inbox-rewind", "inbox-rewind-fork"
 	s.start(id, workflows.RunInput{Goal: "close the login ticket", Planner: scripted("closed", step(call("close_ticket", `{"ticket_id":"TKT-3"}`)))})
