@@ -35,7 +35,39 @@ type Spec struct {
 	// Local runs the tool as a local activity (one marker event instead of a
 	// scheduled activity): for fast reads only.
 	Local bool `json:"local,omitempty"`
+	// TaskQueue, when set, says another worker hosts the tool (one in
+	// another language, say): its activity is scheduled on this task
+	// queue, under the type Activity (the tool's Name if empty), with the
+	// call's Request as its one argument, and whatever JSON value it
+	// returns is the call's result. The gate, memo, policy and guards hold
+	// it as any tool; what it is (destructive, its schema) is declared
+	// here, never by the worker that hosts it.
+	TaskQueue string `json:"task_queue,omitempty"`
+	Activity  string `json:"activity,omitempty"`
+	// NoMemo keeps a read's results out of the memo: every call runs.
+	NoMemo bool `json:"no_memo,omitempty"`
 }
+
+// Remote reports whether another worker hosts the tool (TaskQueue is set).
+func (s Spec) Remote() bool { return s.TaskQueue != "" }
+
+// ActivityType is the activity the tool runs as: Activity for a remote
+// tool that names one, else its Name.
+func (s Spec) ActivityType() string {
+	if s.Activity != "" {
+		return s.Activity
+	}
+	return s.Name
+}
+
+// Memoized reports whether the tool's results are kept in and served from
+// the memo: a read that does not say no_memo.
+func (s Spec) Memoized() bool { return !s.Destructive && !s.NoMemo }
+
+// MaxTaskQueueBytes bounds a remote tool's task queue and activity type.
+const MaxTaskQueueBytes = 200
+
+var queuePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/@\-]*$`)
 
 // RetryPolicy is a tool's bounded retry policy.
 type RetryPolicy struct {
@@ -84,6 +116,29 @@ func (s Spec) Validate() error {
 	}
 	if len(s.Schema) > 0 && !json.Valid(s.Schema) {
 		return fmt.Errorf("tool %s: schema is not valid JSON", s.Name)
+	}
+	return s.validateRemote()
+}
+
+// validateRemote checks a remote tool's task queue and activity type.
+func (s Spec) validateRemote() error {
+	switch {
+	case s.TaskQueue == "" && s.Activity != "":
+		return fmt.Errorf("tool %s: activity %q names the activity another worker hosts it as, but task_queue is empty", s.Name, text.Clip(s.Activity, 100))
+	case s.TaskQueue == "":
+		return nil
+	case s.Local:
+		return fmt.Errorf("tool %s: a tool hosted on task queue %q cannot be local (a local activity runs in this worker)", s.Name, text.Clip(s.TaskQueue, 100))
+	}
+	for _, f := range [...]struct{ field, v string }{{"task_queue", s.TaskQueue}, {"activity", s.Activity}} {
+		field, v := f.field, f.v
+		if v == "" {
+			continue
+		}
+		if len(v) > MaxTaskQueueBytes || !queuePattern.MatchString(v) {
+			return fmt.Errorf("tool %s: %s %q: at most %d bytes of letters, digits and _ . : / @ -, starting with a letter or digit",
+				s.Name, field, text.Clip(v, 100), MaxTaskQueueBytes)
+		}
 	}
 	return nil
 }

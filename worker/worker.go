@@ -125,8 +125,11 @@ func (o Options) Validate() error {
 		if names[t.Spec.Name] {
 			errs = append(errs, fmt.Errorf("tool %s is registered twice", t.Spec.Name))
 		}
-		if t.Run == nil {
-			errs = append(errs, fmt.Errorf("tool %s has no implementation", t.Spec.Name))
+		switch {
+		case t.Run == nil && !t.Spec.Remote():
+			errs = append(errs, fmt.Errorf("tool %s has no implementation (and no task_queue: no other worker hosts it)", t.Spec.Name))
+		case t.Run != nil && t.Spec.Remote():
+			errs = append(errs, fmt.Errorf("tool %s has an implementation here and a task_queue (%s): one worker hosts a tool", t.Spec.Name, t.Spec.TaskQueue))
 		}
 		names[t.Spec.Name] = true
 	}
@@ -301,6 +304,9 @@ func Register(r Registry, o Options) error {
 		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}
 	for _, t := range o.Tools {
+		if t.Spec.Remote() {
+			continue // hosted by the worker of its task queue
+		}
 		// Whatever the tool returns, the activity reports a result within
 		// tool.MaxResultBytes (the marker beyond) and a failure within
 		// tool.MaxErrorBytes, local activity or not: nothing a tool returns

@@ -175,3 +175,15 @@ func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
 	require.Contains(t, ae.Message(), "…[truncated: ")
 	require.Less(t, len(err.Error()), tool.MaxErrorBytes)
 }
+
+// A tool without an implementation is one another worker hosts, and says on
+// which task queue; one worker hosts a tool, never two.
+func TestRemoteToolsNeedATaskQueueAndNoImplementation(t *testing.T) {
+	run := func(context.Context, tool.Request) (tool.Response, error) { return tool.Response{}, nil }
+	remote := tool.Tool{Spec: tool.Spec{Name: "refund_ts", TaskQueue: "ts-tools", Destructive: true}}
+	require.NoError(t, Options{Tools: []tool.Tool{remote}}.Validate())
+	require.ErrorContains(t, Options{Tools: []tool.Tool{{Spec: tool.Spec{Name: "orphan"}}}}.Validate(), "tool orphan has no implementation (and no task_queue")
+	both := remote
+	both.Run = run
+	require.ErrorContains(t, Options{Tools: []tool.Tool{both}}.Validate(), "one worker hosts a tool")
+}

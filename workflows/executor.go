@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -74,7 +75,7 @@ func (r *run) afterGate(ctx workflow.Context, c tool.Call, spec tool.Spec, appro
 	// 2. Memo: a repeated read is answered from the session's memo. Destructive
 	// calls skip it both ways: never served from it, never stored in it.
 	key, _ := tool.Key(c.Tool, c.Args) // c.Args is already canonical: check passed
-	if !spec.Destructive {
+	if spec.Memoized() {
 		span := r.callStep(ctx, SpanMemo, c)
 		res, ok := r.memo.get(key)
 		span.end(ctx, "", AttrMemo.String(hitOrMiss(ok)))
@@ -102,7 +103,7 @@ func (r *run) runAndFallback(ctx workflow.Context, c tool.Call, spec tool.Spec, 
 		return *stop
 	}
 	if err == nil {
-		if !spec.Destructive {
+		if spec.Memoized() {
 			r.memo.put(key, c.Tool, resp.Result)
 		}
 		r.memo.invalidate(spec.Invalidates)
@@ -241,8 +242,29 @@ func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approv
 		StartToCloseTimeout: spec.AttemptTimeout(),
 		RetryPolicy:         retry,
 	})
+	if spec.Remote() {
+		return r.remoteActivity(actx, spec, req)
+	}
 	err := workflow.ExecuteActivity(actx, spec.Name, req).Get(actx, &resp)
 	return resp, err
+}
+
+// remoteActivity schedules a tool another worker hosts (tool.Spec.TaskQueue):
+// its activity gets req (the call's id, idempotency key, arguments and
+// approval) and returns the result as any JSON value, which is held to
+// tool.MaxResultBytes here, as the worker's own tools are where they run.
+// Temporal does not tell a workflow which attempt succeeded, so the result
+// claims none (Attempt 0: the trace counts no attempts it does not know).
+func (r *run) remoteActivity(ctx workflow.Context, spec tool.Spec, req tool.Request) (tool.Response, error) {
+	ctx = workflow.WithTaskQueue(ctx, spec.TaskQueue)
+	var raw json.RawMessage
+	if err := workflow.ExecuteActivity(ctx, spec.ActivityType(), req).Get(ctx, &raw); err != nil {
+		return tool.Response{}, err
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("null")
+	}
+	return tool.Response{Result: tool.ClipResult(raw, tool.MaxResultBytes)}, nil
 }
 
 func approverOf(a *tool.Approval) string {

@@ -210,6 +210,14 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 // the next run after continue-as-new, sees the same side effects).
 func newFixtureWith(t *testing.T, d *desk, opts ...fixtureOption) *fixture {
 	t.Helper()
+	f := bareFixture(t, d)
+	require.NoError(t, registerOn(f, f.desk, opts...))
+	return f
+}
+
+// bareFixture is a fixture over d whose environment has nothing registered yet.
+func bareFixture(t *testing.T, d *desk) *fixture {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
 	env := suite.NewTestWorkflowEnvironment()
@@ -219,9 +227,7 @@ func newFixtureWith(t *testing.T, d *desk, opts ...fixtureOption) *fixture {
 		// deadlock detector is for code that blocks, not for slow builds.
 		env.SetWorkerOptions(sdkworker.Options{DeadlockDetectionTimeout: 30 * time.Second})
 	}
-	f := &fixture{t: t, env: env, desk: d}
-	require.NoError(t, registerOn(f, f.desk, opts...))
-	return f
+	return &fixture{t: t, env: env, desk: d}
 }
 
 // registerOn registers the workflow, d's tools and its recording planner on f's environment.

@@ -143,6 +143,7 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	if s.mcp != nil {
 		opts.Tools = append(opts.Tools, s.mcp.source.Tools()...)
 	}
+	opts.Tools = append(opts.Tools, wo.remote...)
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
@@ -242,6 +243,7 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 	if mt != nil {
 		opts.Tools = append(opts.Tools, mt.source.Tools()...)
 	}
+	opts.Tools = append(opts.Tools, wo.remote...)
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
 	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.Notify = notifierOf(wo.notify)

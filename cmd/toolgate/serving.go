@@ -16,6 +16,8 @@ import (
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/remotetools"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/worker"
 )
@@ -28,6 +30,7 @@ type serving struct {
 	otlpInsecure *bool
 	policyFile   *string
 	mcpFile      *string
+	toolsFile    *string
 	deskDB       *string
 	notifyFile   *string
 	ledgerRun    *int
@@ -43,9 +46,11 @@ func servingFlags(fs *flag.FlagSet) serving {
 		otlpInsecure: fs.Bool("otlp-insecure", false, "with --otlp-endpoint: connect to the collector in plaintext, without TLS"),
 		policyFile:   fs.String("policy", "", "the approval policy (YAML or JSON): who may decide, with their public keys, and by which rules; with one, decisions must be signed"),
 		mcpFile:      mcpFlag(fs),
-		notifyFile:   fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (docs/notifications.md)"),
-		deskDB:       fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
-		ledgerRun:    fs.Int("ledger-updates-per-run", 0, fmt.Sprintf("how many updates the fleet ledger takes before it continues as new (0: %d)", ledger.UpdatesPerRun)),
+		toolsFile: fs.String("tools", "", "a tools file (YAML, examples/tools-remote.yaml): tools other workers host on their own task queues, "+
+			"declared here (destructive, schema, memo, retries), gated as the worker's own"),
+		notifyFile: fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (docs/notifications.md)"),
+		deskDB:     fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
+		ledgerRun:  fs.Int("ledger-updates-per-run", 0, fmt.Sprintf("how many updates the fleet ledger takes before it continues as new (0: %d)", ledger.UpdatesPerRun)),
 	}
 }
 
@@ -54,6 +59,7 @@ type workerOptions struct {
 	allowAuto    bool
 	policy       *policy.Policy
 	mcpFile      string                          // an --mcp file: its servers' tools join the worker's
+	remote       []tool.Tool                     // a --tools file's tools, hosted by other workers
 	deskDB       string                          // "" for the SQLite file under the data directory
 	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
 	notify       *notify.Config                  // a --notify file
@@ -62,6 +68,13 @@ type workerOptions struct {
 
 func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions, error) {
 	wo := workerOptions{allowAuto: *sv.allowAuto, mcpFile: *sv.mcpFile, deskDB: *sv.deskDB, interceptors: tel.interceptors, ledgerRun: *sv.ledgerRun}
+	if *sv.toolsFile != "" {
+		tools, err := remotetools.Load(*sv.toolsFile)
+		if err != nil {
+			return wo, fmt.Errorf("--tools: %w", err)
+		}
+		wo.remote = tools
+	}
 	if wo.ledgerRun < 0 {
 		return wo, fmt.Errorf("--ledger-updates-per-run %d: want 0 (the default) or more", wo.ledgerRun)
 	}
