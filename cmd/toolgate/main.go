@@ -12,14 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/workflows"
@@ -147,11 +145,6 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
-}
-
-// quietLogger keeps the SDK's own logs to warnings and errors on stderr.
-func (c *cli) quietLogger() sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
 // dial connects to the Temporal server of s, saying what to do when that fails.
