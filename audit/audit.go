@@ -87,6 +87,11 @@ const (
 	KindRule     = "rule"               // a call allowed or denied by a rule of the policy
 	KindGrantUse = "grant-use"          // a call let through by a grant
 	KindUnsigned = "unsigned"           // an approve or reject without a token
+	// KindWithdraw is a withdrawal: the caller that proposed a call took it
+	// back before it ran. It is never signed and never verified, and never a
+	// failure: it stops a call and authorizes nothing (the executions check
+	// still finds any call that ran without an approval).
+	KindWithdraw = "withdraw"
 )
 
 // How a decision reached the run.
@@ -196,11 +201,14 @@ func (r Report) Mismatches() []Execution {
 // does not back, an unsigned update, rewind note or fork a run under a
 // policy applied, and under a policy a reset no verified rewind note
 // follows. Unsigned decisions and resets of a run without a policy are not
-// failures: nothing could authenticate them.
+// failures: nothing could authenticate them; nor is a withdrawal.
 func (r Report) Failed() []Entry {
 	var out []Entry
 	for _, e := range r.Entries {
 		if e.Verified {
+			continue
+		}
+		if e.Kind == KindWithdraw {
 			continue
 		}
 		if e.Kind == KindUnsigned && !(r.Recorded && e.Applied && e.Via == ViaUpdate) {

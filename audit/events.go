@@ -188,12 +188,16 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 		e.Applied = true
 		var res struct {
 			Decision string `json:"decision"`
+			Status   string `json:"status"` // a withdrawal's: the call's status`
 			Grant    struct {
 				ID string `json:"id"`
 			} `json:"grant"`
 		}
 		if err := decodePayload(u.GetOutcome().GetSuccess(), &res); err == nil {
 			e.Result = res.Decision
+			if e.Kind == KindWithdraw {
+				e.Result, e.Problem = res.Status, ""
+			}
 			if res.Grant.ID != "" {
 				e.Result = res.Grant.ID
 			}
@@ -300,7 +304,7 @@ type pendingToken struct {
 	note   *workflows.RewindNote    // a rewind: the note it came with
 }
 
-// decision makes the entry of an approve, reject, respond, grant or revoke update or
+// decision makes the entry of an approve, reject, respond, grant, revoke or withdraw update or
 // signal; it returns its index, or -1 for anything else.
 func (a *auditor) decision(at time.Time, id int64, via, name string, p *commonpb.Payloads) int {
 	e := Entry{At: at, EventID: id, Via: via, Problem: "pending"}
@@ -320,6 +324,13 @@ func (a *auditor) decision(at time.Time, id int64, via, name string, p *commonpb
 		}
 		e.Kind, e.Approver = name, peekApprover(in.Token)
 		a.tokens = append(a.tokens, pendingToken{at: len(a.rep.Entries), token: in.Token, action: name, in: &in})
+	case workflows.UpdateWithdraw:
+		var in workflows.WithdrawInput
+		if err := decodePayload(p, &in); err != nil {
+			e.Kind, e.Problem = KindWithdraw, "malformed payload: "+err.Error()
+			break
+		}
+		e.Kind, e.CallID, e.Approver, e.Result, e.Problem = KindWithdraw, in.CallID, workflows.WithdrawnBy, name, ""
 	case workflows.UpdateGrant, workflows.UpdateRevoke:
 		if via != ViaUpdate {
 			return -1 // not a signal the run takes

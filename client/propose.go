@@ -83,3 +83,21 @@ func (c *Client) Call(ctx context.Context, id, callID string) (workflows.CallSta
 	}
 	return st, nil
 }
+
+// Withdraw takes back call callID of run id, proposed through Propose under
+// idempotency key key, before it runs: the call waits for a human no more and
+// ends cancelled, by workflows.WithdrawnBy, with reason in the trace. It
+// returns the call, ended. A call decided or running is not withdrawn
+// (ErrAlreadyDecided); a run that cannot take it now answers ErrBusy.
+func (c *Client) Withdraw(ctx context.Context, id, callID, key, reason string) (workflows.CallStatus, error) {
+	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateWithdraw,
+		Args: []any{workflows.WithdrawInput{CallID: callID, Key: key, Reason: reason}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
+	}
+	var st workflows.CallStatus
+	if err := h.Get(ctx, &st); err != nil {
+		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
+	}
+	return st, nil
+}

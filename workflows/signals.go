@@ -78,6 +78,9 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 	if err := r.registerExternal(ctx); err != nil {
 		return err
 	}
+	if err := r.registerWithdraw(ctx); err != nil {
+		return err
+	}
 	workflow.Go(ctx, r.listen)
 	return nil
 }
