@@ -159,7 +159,12 @@ func (c *Client) Start(ctx context.Context, id string, in workflows.RunInput, op
 }
 
 // checkStart checks a run's input as the run would, and encodes it.
-func (c *Client) checkStart(in workflows.RunInput) ([]byte, error) {
+func (c *Client) checkStart(in workflows.RunInput) ([]byte, error) { return CheckInput(in) }
+
+// CheckInput checks a run's input as the run would (a carry, which only a
+// run that continues as new writes, is refused too), and encodes it: a door
+// that starts runs by other means than Start refuses a bad input at once.
+func CheckInput(in workflows.RunInput) ([]byte, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the input: %w", err)

@@ -179,7 +179,7 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 
 // run starts the server on its stores and waits until it is ready.
 func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, visCfg *config.SQL) error {
-	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI, opts.TLS)
+	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI || opts.Nexus, opts.TLS)
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
 	}
@@ -212,6 +212,9 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	}
 	if opts.Metrics != nil {
 		serverOpts = append(serverOpts, temporal.WithCustomMetricsHandler(opts.Metrics))
+	}
+	if opts.Nexus && !opts.HTTPAPI {
+		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(NexusOnly))
 	}
 	if len(opts.FrontendInterceptors) > 0 {
 		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(publicOnly(fe.port, opts.FrontendInterceptors)...))

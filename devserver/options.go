@@ -32,6 +32,15 @@ type Options struct {
 	// authentication and takes cross-origin text/plain POSTs, so a web page in
 	// the operator's browser could start and signal workflows through it.
 	HTTPAPI bool
+	// Nexus makes the server able to serve Nexus operations: the server's
+	// history service sends each one to the frontend's HTTP port, so that
+	// port is served (on a free port of the frontend's IP), but for Nexus
+	// requests only: without HTTPAPI every call of the HTTP/JSON API on it
+	// is refused (NexusOnly), so a web page cannot start or signal a
+	// workflow through it. A Nexus request must be of Content-Type
+	// application/json or a Temporal payload, which no page sends to another
+	// origin without a CORS preflight, which the server never allows.
+	Nexus bool
 	// Logger receives the server's warnings and errors (and everything, when
 	// its handler is enabled for debug). nil discards the server's logs.
 	Logger *slog.Logger

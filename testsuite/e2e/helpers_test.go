@@ -54,12 +54,24 @@ type stack struct {
 	client           client.Client     // the Temporal client, for what a stock client does (signals, raw starts)
 	tg               *tgclient.Client  // toolgate's client on it, for everything else
 	sdkLog           *syncBuffer       // the SDK's warnings and errors, shown when the test fails
+	nexus            bool              // the server serves Nexus operations (newNexusStack)
 }
 
 // newStack starts an embedded server on a fresh data directory and dials it.
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{t: t, dataDir: t.TempDir(), sdkLog: &syncBuffer{}}
+	return startStack(t, false)
+}
+
+// newNexusStack is newStack, its server serving Nexus operations.
+func newNexusStack(t *testing.T) *stack {
+	t.Helper()
+	return startStack(t, true)
+}
+
+func startStack(t *testing.T, nexus bool) *stack {
+	t.Helper()
+	s := &stack{t: t, dataDir: t.TempDir(), sdkLog: &syncBuffer{}, nexus: nexus}
 	t.Cleanup(func() {
 		if t.Failed() && s.sdkLog.Len() > 0 {
 			t.Logf("SDK log:\n%s", s.sdkLog.String())
@@ -74,7 +86,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) startServer() {
 	t := s.t
 	t.Helper()
-	srv, c := testenv.StartServer(t, testenv.ServerOptions{DataDir: s.dataDir, Database: s.serverDB, Timeout: startTimeout, StrictStop: true,
+	srv, c := testenv.StartServer(t, testenv.ServerOptions{DataDir: s.dataDir, Database: s.serverDB, Timeout: startTimeout, StrictStop: true, Nexus: s.nexus,
 		Client: client.Options{Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.sdkLog, &slog.HandlerOptions{Level: slog.LevelWarn})))}})
 	s.server = srv
 	s.client = c

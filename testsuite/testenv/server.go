@@ -39,6 +39,8 @@ type ServerOptions struct {
 	// StrictStop makes a failure to stop the server when the test ends fail
 	// the test (t.Errorf); otherwise it is only logged.
 	StrictStop bool
+	// Nexus serves Nexus operations (devserver.Options.Nexus).
+	Nexus bool
 }
 
 // StartServer starts the embedded server (devserver, on a free local port)
@@ -56,7 +58,7 @@ func StartServer(t testing.TB, o ServerOptions) (*devserver.Server, client.Clien
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	began := time.Now()
-	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.DataDir, Database: o.Database, SearchAttributes: SearchAttributes})
+	srv, err := devserver.Start(ctx, devserver.Options{DataDir: o.DataDir, Database: o.Database, SearchAttributes: SearchAttributes, Nexus: o.Nexus})
 	if err != nil {
 		t.Fatalf("starting the embedded server: %v", err)
 	}
