@@ -742,3 +742,16 @@ func TestDecisionByLinkFixture(t *testing.T) {
 	require.Len(t, rep.Failed(), 1)
 	assert.Contains(t, rep.Failed()[0].Problem, "alice may not decide through email")
 }
+
+// A session run driven through Nexus: the approval (unsigned: no policy)
+// and the withdrawal of the close whose caller cancelled its operation,
+// listed with what the run answered; neither fails the audit.
+func TestWithdrawalFixture(t *testing.T) {
+	rep := fixture(t, "nexus_v10.json", nil)
+	assert.Equal(t, []string{"unsigned update c-3 alice  approved", "withdraw update c-4 (caller)  cancelled"}, summary(rep))
+	w := rep.Entries[1]
+	assert.True(t, w.Applied)
+	assert.False(t, w.Verified)
+	assert.Empty(t, w.Problem)
+	assert.Empty(t, rep.Failed())
+}

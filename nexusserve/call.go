@@ -43,11 +43,16 @@ type CallRequest struct {
 	Start    *workflows.RunInput `json:"start,omitempty"`
 }
 
-// workflowID is the call workflow's id: one per run and key, so two
-// operations with one key attach to one workflow (and one call).
-func (r CallRequest) workflowID() string {
-	sum := sha256.Sum256([]byte(r.Run + "\x00" + r.Proposal.Key))
-	return "toolgate-call-" + r.Run + "-" + hex.EncodeToString(sum[:12])
+// workflowID is the call workflow's id.
+func (r CallRequest) workflowID() string { return CallWorkflowID(r.Run, r.Proposal.Key) }
+
+// CallWorkflowID is the workflow id of the call workflow of the call with
+// idempotency key key to run (a workflow id: RunID of the caller's name):
+// one per run and key, so two operations with one key attach to one
+// workflow (and one call).
+func CallWorkflowID(run, key string) string {
+	sum := sha256.Sum256([]byte(run + "\x00" + key))
+	return "toolgate-call-" + run + "-" + hex.EncodeToString(sum[:12])
 }
 
 // CallRef names a proposed call: its run, id and key.

@@ -11,8 +11,9 @@ import (
 	"go.temporal.io/sdk/converter"
 )
 
-// endpointPattern is what Temporal takes as an endpoint's name.
-var endpointPattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]{0,199}$`)
+// endpointPattern is what Temporal (v1.32) takes as an endpoint's name: a
+// letter, then letters, digits and '-', ending with a letter or digit.
+var endpointPattern = regexp.MustCompile(`^[a-zA-Z]([a-zA-Z0-9-]{0,198}[a-zA-Z0-9])?$`)
 
 // Endpoint is a Nexus endpoint as CreateEndpoint leaves it.
 type Endpoint struct {
@@ -31,7 +32,7 @@ const description = "toolgate: gated, memoized, exactly-once tool calls (service
 func CreateEndpoint(ctx context.Context, tc sdkclient.Client, name, namespace, taskQueue string) (Endpoint, error) {
 	ep := Endpoint{Name: name, Namespace: namespace, TaskQueue: taskQueue}
 	if !endpointPattern.MatchString(name) {
-		return ep, fmt.Errorf("nexus endpoint name %.80q: want a letter or _, then letters, digits or _ (at most 200)", name)
+		return ep, fmt.Errorf("nexus endpoint name %.80q: want a letter, then letters, digits or '-', ending with a letter or digit (at most 200)", name)
 	}
 	if namespace == "" || taskQueue == "" {
 		return ep, fmt.Errorf("nexus endpoint %s: a target namespace and task queue are required", name)

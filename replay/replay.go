@@ -2,7 +2,9 @@
 // workflow code, so a change that would break runs in flight is caught before
 // it ships. A history of the fleet ledger (workflow type ledger.WorkflowName,
 // package ledger) replays against ledger.Ledger, picked by the workflow type
-// the history starts with. Use it in your own tests:
+// the history starts with, and one of the workflow behind a Nexus call
+// operation (nexusserve.CallWorkflow) against nexusserve.Call. Use it in
+// your own tests:
 //
 //	func TestMyHistoriesReplay(t *testing.T) {
 //		if err := replay.Dir("testdata/histories"); err != nil {
@@ -40,6 +42,7 @@ import (
 	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -86,6 +89,7 @@ type Option func(*options)
 type options struct {
 	keyring *encryption.Keyring
 	ledger  any
+	call    any
 }
 
 // WithKeyring decrypts the payloads of histories written by workers with an
@@ -101,10 +105,16 @@ func WithKeyring(k *encryption.Keyring) Option { return func(o *options) { o.key
 // calls ledger.Ledger.
 func WithLedger(wf any) Option { return func(o *options) { o.ledger = wf } }
 
+// WithNexusCall replays the histories of the workflow behind a Nexus call
+// operation (workflow type nexusserve.CallWorkflow) against wf in place of
+// nexusserve.Call, whose signature wf must have.
+func WithNexusCall(wf any) Option { return func(o *options) { o.call = wf } }
+
 // File replays one history exported as JSON (`temporal workflow show
 // --output json`, or the files under testsuite/histories) against
 // workflows.AgentRun, or, a history of the fleet ledger (workflow type
-// ledger.WorkflowName), against ledger.Ledger.
+// ledger.WorkflowName), against ledger.Ledger, and one of a Nexus call's
+// workflow against nexusserve.Call.
 func File(path string, opts ...Option) error {
 	return FileWith(path, workflows.AgentRun, opts...)
 }
@@ -114,16 +124,18 @@ func File(path string, opts ...Option) error {
 // signature, func(workflow.Context, workflows.RunInput) (workflows.RunResult,
 // error); typically it is a changed copy of AgentRun, or a function that adds
 // a step and then calls workflows.AgentRun. A history of the fleet ledger
-// replays against ledger.Ledger (or WithLedger's workflow), not wf: the
-// workflow type its first event names picks the workflow.
+// replays against ledger.Ledger (or WithLedger's workflow), and one of a
+// Nexus call's workflow against nexusserve.Call (or WithNexusCall's), not
+// wf: the workflow type its first event names picks the workflow.
 func FileWith(path string, wf any, opts ...Option) error {
-	o := options{ledger: ledger.Ledger}
+	o := options{ledger: ledger.Ledger, call: nexusserve.Call}
 	for _, f := range opts {
 		f(&o)
 	}
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterWorkflowWithOptions(o.ledger, workflow.RegisterOptions{Name: ledger.WorkflowName})
+	r.RegisterWorkflowWithOptions(o.call, workflow.RegisterOptions{Name: nexusserve.CallWorkflow})
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	f, err := os.Open(path)
 	if err != nil {

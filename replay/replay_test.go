@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/replay"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -24,9 +25,12 @@ var flows = []string{
 	"cache_hit", "approve", "reject", "expire", "deny", "interrupt", "retry_fallback",
 	"parallel", "continue_as_new_first", "continue_as_new_last", "message", "support_planner",
 	"rewound_v7", "forked_v7", // rules version 7: a rewound run (its new run), a fork
-	"notified_v8", // rules version 8: notifications, a decision by link
-	"guarded_v10", // rules version 10: guards, reserved and settled in the fleet ledger
-	"ledger_v10",  // the fleet ledger's own history (workflow ToolgateLedger)
+	"notified_v8",                           // rules version 8: notifications, a decision by link
+	"guarded_v10",                           // rules version 10: guards, reserved and settled in the fleet ledger
+	"ledger_v10",                            // the fleet ledger's own history (workflow ToolgateLedger)
+	"nexus_v10",                             // a session run driven through the Nexus service: calls proposed, one withdrawn
+	"nexus_call_v10", "nexus_withdrawn_v10", // the workflows behind two of its call operations
+	"remote_v10", // a run whose tools another worker hosts on its own task queue
 }
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.
@@ -70,6 +74,12 @@ func historyFiles(t *testing.T) []string {
 	return filesOf(t, workflows.WorkflowName)
 }
 
+// callFiles are the recorded histories of the workflow behind a Nexus call.
+func callFiles(t *testing.T) []string {
+	t.Helper()
+	return filesOf(t, nexusserve.CallWorkflow)
+}
+
 // ledgerFiles are the recorded histories of the fleet ledger.
 func ledgerFiles(t *testing.T) []string {
 	t.Helper()
@@ -81,7 +91,7 @@ func ledgerFiles(t *testing.T) []string {
 // runs in flight: guard it with workflow.GetVersion.
 func TestHistoriesReplay(t *testing.T) {
 	files := allFiles(t)
-	require.Equal(t, len(files), len(historyFiles(t))+len(ledgerFiles(t)), "every history is AgentRun's or the ledger's")
+	require.Equal(t, len(files), len(historyFiles(t))+len(ledgerFiles(t))+len(callFiles(t)), "every history is AgentRun's, the ledger's or a Nexus call's")
 	require.NoError(t, replay.Dir(histories))
 }
 
@@ -146,7 +156,7 @@ func TestIncompatibleChangeIsCaught(t *testing.T) {
 			err := replay.DirWith(histories, wf)
 			require.Error(t, err)
 			require.Equal(t, len(historyFiles(t)), strings.Count(err.Error(), nondeterminism),
-				"DirWith reports every failing history (and no ledger's: AgentRun's change is not the ledger's): %v", err)
+				"DirWith reports every failing history (and no ledger's or Nexus call's: AgentRun's change is not theirs): %v", err)
 		})
 	}
 }

@@ -109,6 +109,7 @@ func run() error {
 
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DataDir: filepath.Join(tmp, "server"),
+		Nexus:   true, // the nexus flow's calls
 		SearchAttributes: map[string]enumspb.IndexedValueType{
 			workflows.SearchAttrStatus:       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 			workflows.SearchAttrPendingTools: enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
@@ -179,7 +180,7 @@ func moduleRoot() (string, error) {
 
 // allFlows are every flow the recorder knows.
 func allFlows() []flow {
-	return append(slices.Clone(flows), externalFlow(), notifyFlow(), guardedFlow())
+	return append(slices.Clone(flows), externalFlow(), notifyFlow(), guardedFlow(), nexusFlow(), remoteFlow())
 }
 
 // flow is one recorded scenario.
@@ -225,6 +226,10 @@ type flow struct {
 	extra func(ctx context.Context, cl client.Client, s *signers, file func(base string) string) ([]string, error)
 	// id is the run's workflow id; "": fixture-NAME.
 	id string
+	// setup, if set, runs before the worker starts: it may change the
+	// worker's options and start what the flow needs besides (a worker
+	// of other tools, the Nexus service); stop undoes it.
+	setup func(ctx context.Context, cl client.Client, opts *worker.Options) (stop func(), err error)
 	// then, if set, runs once the run has closed (after drive or
 	// signedDrive) and names the run to export and check instead of it —
 	// a rewind's new run, a fork — with that run's result.
@@ -516,6 +521,13 @@ func record(ctx context.Context, cl client.Client, dataDir, out, suffix string, 
 				return nil, err
 			}
 		}
+	}
+	if f.setup != nil {
+		stop, err := f.setup(ctx, cl, &opts)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	queue := workflows.TaskQueue
 	if f.taskQueue != "" {
