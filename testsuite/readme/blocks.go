@@ -9,11 +9,11 @@
 //	<!-- run: expect "closed" -->             run it; its output must say "closed"
 //	<!-- run: expect "c-3", within 30s -->    the same, tried again until it does, for at most 30 s
 //	<!-- run: fails, expect "has completed" -->  it must exit non-zero, saying so (a refusal the page shows)
-//	<!-- run: same as examples/quickstart/main.go -->   a Go block: the file's README:begin…README:end region
+//	<!-- run: same as examples/quickstart/main.go -->   a Go (or ts) block: the file's README:begin…README:end region
 //	<!-- not run: REASON -->                  not runnable here, and why
 //
-// A `sh` block with no comment runs and must exit 0. A `go` block must name
-// the file it shows (the tests compile and run that file). Steps that are
+// A `sh` block with no comment runs and must exit 0. A `go` or `ts` block
+// must name the file it shows (the tests compile and run that file). Steps that are
 // not a block are comments on a line of their own:
 //
 //	<!-- step: approve in the inbox -->              a browser approves the call the last background block's inbox lists
@@ -69,7 +69,7 @@ var (
 
 // runnable are the block languages the runner runs or checks; the others
 // (yaml, json, text, output) are shown, not run.
-var runnable = map[string]bool{"sh": true, "bash": true, "go": true}
+var runnable = map[string]bool{"sh": true, "bash": true, "go": true, "ts": true}
 
 // Parse returns the page's runnable blocks and steps, in order. A
 // directive the runner does not know, a "not run" without a reason, a Go
@@ -280,15 +280,19 @@ func splitOptions(s string) []string {
 // check refuses a block the runner could not honestly run.
 func check(b Block) error {
 	switch {
-	case b.Lang == "go" && b.Kind != SameAs && b.Kind != NotRun:
-		return fmt.Errorf("%s: a Go block must say which file it is (<!-- run: same as FILE -->) or why it is not run", b.Where())
-	case b.Lang != "go" && b.Kind == SameAs:
-		return fmt.Errorf("%s: \"same as\" is for Go blocks", b.Where())
+	case sourceLangs[b.Lang] != "" && b.Kind != SameAs && b.Kind != NotRun:
+		return fmt.Errorf("%s: a %s block must say which file it is (<!-- run: same as FILE -->) or why it is not run", b.Where(), sourceLangs[b.Lang])
+	case sourceLangs[b.Lang] == "" && b.Kind == SameAs:
+		return fmt.Errorf("%s: \"same as\" is for Go and TypeScript blocks", b.Where())
 	case strings.TrimSpace(b.Code) == "":
 		return fmt.Errorf("%s: an empty block", b.Where())
 	}
 	return nil
 }
+
+// sourceLangs are the languages whose blocks show a file's region: each
+// must say which file (same as), so the page shows the code a test runs.
+var sourceLangs = map[string]string{"go": "Go", "ts": "TypeScript"}
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
