@@ -93,6 +93,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
+	if opts.TLS != nil && opts.Nexus {
+		return nil, errors.New(ErrNexusUnderTLS)
+	}
 	if opts.Database != "" {
 		return startPostgres(ctx, opts)
 	}
@@ -386,9 +389,10 @@ func (s *Server) InternalAddress() string { return s.internal }
 // Namespace is the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }
 
-// HTTPAddress is the frontend HTTP API's host:port, or "" when it is off
-// (the default; see Options.HTTPAPI). With Options.TLS it serves https, with
-// the frontend's TLS settings.
+// HTTPAddress is the frontend HTTP port's host:port, or "" when it is off
+// (the default; see Options.HTTPAPI and Options.Nexus: with Nexus alone it
+// serves Nexus requests only). With Options.TLS it serves https, with the
+// frontend's TLS settings.
 func (s *Server) HTTPAddress() string { return s.httpAddr }
 
 // UIAddress is the Web UI's host:port ("http://" + UIAddress()), or "" when

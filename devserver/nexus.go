@@ -9,6 +9,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// ErrNexusUnderTLS is why Start refuses Options.Nexus with Options.TLS:
+// under TLS the server's own parts use a plaintext internal frontend, and its
+// history service sends Nexus requests in plaintext to that frontend's HTTP
+// port, which server v1.32 serves with the public frontend's TLS settings, so
+// every operation would time out (seen: "client sent an HTTP request to an
+// HTTPS server").
+const ErrNexusUnderTLS = "devserver: Nexus is not served under TLS: the embedded server's history sends Nexus requests in plaintext to an internal frontend that answers only TLS; " +
+	"serve Nexus from a server without --tls-* (on 127.0.0.1), or from a Temporal cluster of yours"
+
 // NexusOnly is the frontend interceptor of a server that serves its HTTP
 // port for Nexus alone (Options.Nexus without Options.HTTPAPI): it refuses
 // every call that came through the HTTP/JSON API (the gateway marks each

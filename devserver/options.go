@@ -40,6 +40,7 @@ type Options struct {
 	// workflow through it. A Nexus request must be of Content-Type
 	// application/json or a Temporal payload, which no page sends to another
 	// origin without a CORS preflight, which the server never allows.
+	// Not with TLS: ErrNexusUnderTLS.
 	Nexus bool
 	// Logger receives the server's warnings and errors (and everything, when
 	// its handler is enabled for debug). nil discards the server's logs.

@@ -15,6 +15,15 @@ import (
 // letter, then letters, digits and '-', ending with a letter or digit.
 var endpointPattern = regexp.MustCompile(`^[a-zA-Z]([a-zA-Z0-9-]{0,198}[a-zA-Z0-9])?$`)
 
+// CheckEndpointName says why Temporal would refuse name for a Nexus
+// endpoint, or nil.
+func CheckEndpointName(name string) error {
+	if !endpointPattern.MatchString(name) {
+		return fmt.Errorf("nexus endpoint name %.80q: want a letter, then letters, digits or '-', ending with a letter or digit (at most 200; no '_' or '.'), as in toolgate or toolgate-prod", name)
+	}
+	return nil
+}
+
 // Endpoint is a Nexus endpoint as CreateEndpoint leaves it.
 type Endpoint struct {
 	Name, Namespace, TaskQueue string
@@ -31,8 +40,8 @@ const description = "toolgate: gated, memoized, exactly-once tool calls (service
 // operator's choice of who may call what, not toolgate's to move.
 func CreateEndpoint(ctx context.Context, tc sdkclient.Client, name, namespace, taskQueue string) (Endpoint, error) {
 	ep := Endpoint{Name: name, Namespace: namespace, TaskQueue: taskQueue}
-	if !endpointPattern.MatchString(name) {
-		return ep, fmt.Errorf("nexus endpoint name %.80q: want a letter, then letters, digits or '-', ending with a letter or digit (at most 200)", name)
+	if err := CheckEndpointName(name); err != nil {
+		return ep, err
 	}
 	if namespace == "" || taskQueue == "" {
 		return ep, fmt.Errorf("nexus endpoint %s: a target namespace and task queue are required", name)

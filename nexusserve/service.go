@@ -143,6 +143,15 @@ func (o Options) runQueue() string {
 // runNamePattern is what a run's name may be.
 var runNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// CheckRunName says why name is not a name a Nexus caller may give a run
+// (CallInput.Run, RunRequest.ID), or nil.
+func CheckRunName(name string) error {
+	if !runNamePattern.MatchString(name) {
+		return fmt.Errorf("run name %.80q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
 // RunID is the workflow id of the run a Nexus caller names name.
 func RunID(name string) string { return RunPrefix + name }
 
@@ -209,8 +218,8 @@ func (o Options) callRequest(raw json.RawMessage, requestID string) (CallRequest
 	if err := decode(raw, &in); err != nil {
 		return CallRequest{}, fmt.Errorf("call (want {\"run\",\"tool\",\"args\",\"key\",\"start\"}): %w", err)
 	}
-	if !runNamePattern.MatchString(in.Run) {
-		return CallRequest{}, fmt.Errorf("run %.80q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", in.Run)
+	if err := CheckRunName(in.Run); err != nil {
+		return CallRequest{}, err
 	}
 	p := workflows.Proposal{Tool: in.Tool, Args: in.Args, Key: in.Key}
 	switch {
@@ -264,8 +273,8 @@ func (o Options) runRequest(raw json.RawMessage) (string, json.RawMessage, error
 	if err := decode(raw, &in); err != nil {
 		return "", nil, fmt.Errorf("run (want {\"id\",\"input\"}): %w", err)
 	}
-	if !runNamePattern.MatchString(in.ID) {
-		return "", nil, fmt.Errorf("id %.80q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", in.ID)
+	if err := CheckRunName(in.ID); err != nil {
+		return "", nil, fmt.Errorf("id: %w", err)
 	}
 	if err := o.checkStart(in.Input, "input"); err != nil {
 		return "", nil, err

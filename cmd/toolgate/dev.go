@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 
+	sdkworker "go.temporal.io/sdk/worker"
+
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/mcpserve"
+	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -34,6 +37,9 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	mcpTokens := fs.String("mcp-tokens", "", "with --mcp-address: the bearer tokens MCP clients may use (toolgate mcp token new NAME --tokens FILE)")
 	mcpWait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "with --mcp-address: how long a tools/call stays open for a call that waits for a human")
 	aguiAddr := fs.String("agui-address", "", "also serve AG-UI at http://HOST:PORT/agui and the example chat page at http://HOST:PORT/ (loopback)")
+	nexusEndpoint := fs.String("nexus-endpoint", "", "serve toolgate as a Nexus service (service toolgate: call, run) to the workflows on this server: "+
+		"its worker runs in this process on task queue "+nexusserve.TaskQueue+", and the Nexus endpoint NAME (made if missing) routes to it; "+
+		"the server then serves its HTTP port, for Nexus requests only; with --policy, the runs it starts must be signed (toolgate nexus sign-start)")
 	af := addAGUIFlags(fs)
 	sv := servingFlags(fs)
 	tel, err := c.parseServing(ctx, fs, args, sv, keyFile)
@@ -43,6 +49,9 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	toks, err := devMCPTokens(*mcpAddr, *mcpTokens, *noWorker)
 	if err == nil {
 		err = checkDevAGUI(*aguiAddr, af)
+	}
+	if err == nil && *nexusEndpoint != "" {
+		err = checkDevNexus(*nexusEndpoint, *tlsCert != "" || *tlsKey != "")
 	}
 	if err != nil {
 		tel.stop()
@@ -61,7 +70,8 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if *noWorker {
 		wp = nil
 	}
-	srvOpts := devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI, TLS: serverTLS}
+	srvOpts := devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI, TLS: serverTLS,
+		Nexus: *nexusEndpoint != ""}
 	var codec *devCodec
 	if *keyFile != "" && *ui != "" {
 		if codec, err = startDevCodec(ctx, *keyFile); err != nil {
@@ -90,7 +100,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stdout, "codec server for the UI at %s (loopback; any local process can decrypt through it)\n", codec.srv.URL)
 		}
 	}
-	if h := s.server.HTTPAddress(); h != "" {
+	if h := s.server.HTTPAddress(); h != "" && *httpAPI { // with --nexus-endpoint alone, it serves Nexus requests only
 		if serverTLS != nil {
 			fmt.Fprintf(c.stdout, "Temporal HTTP API at https://%s\n", h)
 		} else {
@@ -131,10 +141,46 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		}
 		defer m.stop()
 	}
+	if *nexusEndpoint != "" {
+		nw, err := c.devNexus(ctx, s, *nexusEndpoint, wo.policy != nil)
+		if err != nil {
+			return err
+		}
+		defer nw.Stop()
+		c.warnNexusEncrypted(*keyFile)
+	}
 	fmt.Fprintf(c.stdout, "ready %s\n", s.server.Address())
 	<-ctx.Done()
 	fmt.Fprintln(c.stdout, "stopping")
 	return nil
+}
+
+// devNexus starts the Nexus service's worker on the stack's client (its runs
+// on the stack's task queue; policy: they start only signed), creates the
+// endpoint name routing to it, and says so.
+func (c *cli) devNexus(ctx context.Context, s *stack, name string, policy bool) (sdkworker.Worker, error) {
+	w, err := startNexus(s.client, s.conn, nexusserve.TaskQueue, workflows.TaskQueue, policy)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := nexusserve.CreateEndpoint(ctx, s.client, name, s.server.Namespace(), nexusserve.TaskQueue)
+	if err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("--nexus-endpoint: %w", err)
+	}
+	fmt.Fprintln(c.stdout, endpointLine(ep))
+	return w, nil
+}
+
+// checkDevNexus checks dev's --nexus-endpoint NAME; tls: the server serves
+// TLS, under which it cannot serve Nexus (devserver.ErrNexusUnderTLS).
+func checkDevNexus(name string, tls bool) error {
+	if tls {
+		return errors.New("--nexus-endpoint does not go with --tls-cert/--tls-key: under TLS the embedded server's history sends its Nexus requests in plaintext " +
+			"to an internal frontend that answers only TLS, so no operation would arrive; serve Nexus from a dev without TLS (it listens on 127.0.0.1), " +
+			"or run `toolgate worker --nexus` against a Temporal cluster of yours")
+	}
+	return checkEndpointName("--nexus-endpoint", name)
 }
 
 // devTLSOptions are the embedded server's TLS options from dev's --tls-*

@@ -47,7 +47,7 @@ var commandHelp = []command{
 			"             [CONNECTION]"},
 		examples: []string{`toolgate run --id ticket-42 --goal "find the login ticket and close it"`,
 			"toolgate run --id plan-1 --plan examples/seed.json --wait"}},
-	{name: "status", group: groupRun, summary: "a run's status, the calls it waits on (with args_digest), its grants and memo",
+	{name: "status", group: groupRun, summary: "a run's status, the calls it waits on (with args_digest), grants and memo",
 		usage: []string{"toolgate status ID [--json] [CONNECTION]"}, examples: []string{"toolgate status ticket-42", "toolgate status ticket-42 --json"}},
 	{name: "next", group: groupRun, summary: "what a run waits to do next (gate:close_ticket)",
 		usage: []string{"toolgate next ID [--json] [CONNECTION]"}, examples: []string{"toolgate next ticket-42"}},
@@ -62,7 +62,7 @@ var commandHelp = []command{
 			"                 [CONNECTION]"},
 		examples: []string{`toolgate approve ticket-42 c-3 --as alice --note "checked with the customer"`,
 			"toolgate approve ticket-42 c-3 --as alice --key .toolgate/keys/alice.key"}},
-	{name: "reject", group: groupRun, summary: "refuse waiting calls with a reason the planner is told (--cancel: cancel them)",
+	{name: "reject", group: groupRun, summary: "refuse waiting calls with a reason the planner is told (--cancel: cancel)",
 		usage: []string{"toolgate reject ID CALL_ID... --reason TEXT [--cancel] [--as NAME [--key FILE]] [CONNECTION]"},
 		examples: []string{`toolgate reject ticket-42 c-3 --as bob --reason "wrong ticket"`,
 			`toolgate reject ticket-42 c-3 --as bob --reason "the user left" --cancel`}},
@@ -70,19 +70,23 @@ var commandHelp = []command{
 		usage:    []string{"toolgate respond ID CALL_ID --response JSON [--note TEXT] [--as NAME [--key FILE]] [CONNECTION]"},
 		examples: []string{`toolgate respond ticket-42 c-4 --as alice --response '{"rows":[]}'`}},
 
-	{name: "dev", group: groupServe, summary: "the embedded Temporal server and a worker (inbox, UI, MCP, AG-UI), until Ctrl-C",
+	{name: "dev", group: groupServe, summary: "the embedded Temporal server and a worker (inbox, UI, MCP, AG-UI, Nexus)",
 		usage: []string{"toolgate dev [--data DIR] [--db postgres://…] [--address HOST:PORT] [--ui-address HOST:PORT]",
 			"             [--no-worker] [--inbox-address HOST:PORT] [--mcp-address HOST:PORT --mcp-tokens FILE]",
-			"             [--agui-address HOST:PORT] [--policy FILE] [--mcp FILE] [--notify FILE]",
-			"             [--tls-cert FILE --tls-key FILE] [--encryption-key-file FILE] … (every flag below)"},
+			"             [--agui-address HOST:PORT] [--nexus-endpoint NAME] [--policy FILE] [--mcp FILE]",
+			"             [--notify FILE] [--tls-cert FILE --tls-key FILE] [--encryption-key-file FILE]",
+			"             … (every flag below)"},
 		examples: []string{"toolgate dev --ui-address 127.0.0.1:8233",
-			"toolgate dev --policy examples/policy.yaml --inbox-address 127.0.0.1:8080"}},
-	{name: "worker", group: groupServe, summary: "a toolgate worker for any Temporal server: the demo desk's and --mcp tools, gated",
+			"toolgate dev --policy examples/policy.yaml --inbox-address 127.0.0.1:8080",
+			"toolgate dev --nexus-endpoint toolgate"}},
+	{name: "worker", group: groupServe, summary: "a worker for any Temporal server: the demo desk's and --mcp tools, gated",
 		usage: []string{"toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--search-attributes[=auto|true|false]]",
 			"                [--policy FILE] [--mcp FILE] [--notify FILE] [--desk-db postgres://…]",
-			"                [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]]"},
+			"                [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]]",
+			"                [--nexus [--nexus-task-queue Q]]"},
 		examples: []string{"toolgate worker --address temporal.example:7233 --namespace agents",
-			"toolgate worker --profile prod --policy policy.yaml --metrics-address 127.0.0.1:9090"}},
+			"toolgate worker --profile prod --policy policy.yaml --metrics-address 127.0.0.1:9090",
+			"toolgate worker --address temporal.example:7233 --namespace agents --nexus"}},
 	{name: "inbox", group: groupServe, summary: "the web approvals inbox for the runs on any Temporal server",
 		usage: []string{"toolgate inbox [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE |",
 			"               --insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]",
@@ -139,6 +143,10 @@ var commandHelp = []command{
 		examples: []string{"toolgate audit ticket-42.json", "toolgate audit ticket-42.json --policy policy.yaml"}},
 	{name: "mcp list", group: groupOperate, summary: "how toolgate treats the tools of an MCP file's servers",
 		usage: []string{"toolgate mcp list --mcp FILE [--json]"}, examples: []string{"toolgate mcp list --mcp examples/mcp-files.yaml"}},
+	{name: "nexus endpoint create", group: groupOperate, summary: "route a Nexus endpoint to toolgate's service (worker --nexus)",
+		usage: []string{"toolgate nexus endpoint create NAME [--target-namespace NS] [--task-queue Q] [CONNECTION]"},
+		examples: []string{"toolgate nexus endpoint create toolgate --address temporal.example:7233 --namespace agents",
+			"toolgate nexus endpoint create toolgate --target-namespace agents --task-queue toolgate-nexus"}},
 	{name: "notify test", group: groupOperate, summary: "one test message to every target of a notify file",
 		usage: []string{"toolgate notify test FILE"}, examples: []string{"toolgate notify test examples/notify.yaml"}},
 
@@ -149,6 +157,12 @@ var commandHelp = []command{
 	{name: "keys tls", group: groupKeys, summary: "a CA with a server and a client certificate, for the --tls-* flags",
 		usage:    []string{"toolgate keys tls DIR [--host H]... [--client-name CN] [--valid-for DURATION]"},
 		examples: []string{"toolgate keys tls .toolgate/tls", "toolgate keys tls .toolgate/tls --host temporal.internal"}},
+	{name: "nexus sign-start", group: groupKeys, summary: "a start signed for a Nexus caller's run, under a policy (JSON on stdout)",
+		usage: []string{"toolgate nexus sign-start --run NAME --as APPROVER --key FILE [--goal TEXT] [--idle-timeout D]",
+			"                          [--valid-for D]",
+			"toolgate nexus sign-start --run NAME --as APPROVER --key FILE --plan FILE [--valid-for D]"},
+		examples: []string{"toolgate nexus sign-start --run desk-1 --as alice --key .toolgate/keys/alice.key > start.json",
+			"toolgate nexus sign-start --run plan-1 --plan examples/seed.json --as alice --key alice.key"}},
 	{name: "mcp token new", group: groupKeys, summary: "a bearer token for an MCP or AG-UI client (shown once)",
 		usage: []string{"toolgate mcp token new NAME --tokens FILE [--key FILE]"}, examples: []string{"toolgate mcp token new alice --tokens mcp-tokens.json"}},
 }
@@ -208,8 +222,12 @@ func (c *cli) help(ctx context.Context, words []string) error {
 		return fmt.Errorf("help %q: no such command (toolgate --help lists them)", name)
 	case 1:
 	default:
+		width := 16
 		for _, cmd := range under {
-			fmt.Fprintf(c.stdout, "  %-16s %s\n", cmd.name, cmd.summary)
+			width = max(width, len(cmd.name))
+		}
+		for _, cmd := range under {
+			fmt.Fprintf(c.stdout, "  %-*s %s\n", width, cmd.name, cmd.summary)
 		}
 		fmt.Fprintf(c.stdout, "toolgate help %s: what it does, examples, every flag\n", under[0].name)
 		return nil

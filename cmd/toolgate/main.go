@@ -2,8 +2,9 @@
 // worker (dev, demo), a worker for any Temporal cluster (worker), the
 // operator's client (run, status, next, trace, approve, reject, pending,
 // replay), its web approvals inbox (inbox), its AG-UI endpoint (agui), a review of an --mcp file's
-// tools (mcp list), and the worker's gated tools served to MCP clients (mcp
-// serve, mcp token new).
+// tools (mcp list), the worker's gated tools served to MCP clients (mcp
+// serve, mcp token new), and toolgate as a Nexus service (dev
+// --nexus-endpoint, worker --nexus, nexus endpoint create, nexus sign-start).
 package main
 
 import (
@@ -82,7 +83,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) error {
 		"pending": c.pending, "replay": c.replay,
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 		"codec-server": c.codecServer, "agui": c.aguiCmd, "notify": c.notify,
-		"pause": c.pauseCmd(true), "unpause": c.pauseCmd(false), "guards": c.guards,
+		"pause": c.pauseCmd(true), "unpause": c.pauseCmd(false), "guards": c.guards, "nexus": c.nexus,
 	}
 }
 

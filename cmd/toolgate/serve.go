@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/private"
+	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
@@ -160,11 +161,28 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 func (c *cli) worker(ctx context.Context, args []string) error {
 	fs := c.flags("worker")
 	wf := c.addWorkerFlags(fs)
+	nexus := fs.Bool("nexus", false, "also host toolgate's Nexus service (service toolgate: call, run) in this process, on --nexus-task-queue, "+
+		"for the runs of --task-queue; it creates no endpoint: an operator routes one to it with "+
+		"`toolgate nexus endpoint create NAME --target-namespace NS --task-queue Q`")
+	nexusQueue := fs.String("nexus-task-queue", nexusserve.TaskQueue, "with --nexus: the task queue of the Nexus service's worker, the endpoint's target")
+	wf.check = func(given map[string]bool) error {
+		return checkWorkerNexus(*nexus, given["nexus-task-queue"], *nexusQueue, *wf.tq)
+	}
 	rw, err := c.startWorker(ctx, fs, args, wf)
 	if err != nil {
 		return err
 	}
 	defer rw.stop()
+	if *nexus {
+		nw, err := startNexus(rw.client, rw.conn, *nexusQueue, *wf.tq, rw.opts.Policy != nil)
+		if err != nil {
+			return err
+		}
+		defer nw.Stop()
+		fmt.Fprintf(c.stdout, "Nexus service %s (%s, %s) on task queue %s, for the runs of task queue %s\n",
+			nexusserve.ServiceName, nexusserve.OperationCall, nexusserve.OperationRun, *nexusQueue, *wf.tq)
+		c.warnNexusEncrypted(wf.cn.EncryptionKeyFile)
+	}
 	fmt.Fprintf(c.stdout, "worker ready on %s, task queue %s\n", rw.conn.Describe(), *wf.tq)
 	<-ctx.Done()
 	return nil
@@ -178,6 +196,9 @@ type workerFlags struct {
 	data        *string
 	searchAttrs *searchAttrsMode
 	sv          serving
+	// check, if set, checks the command's own flags once parsed, before
+	// anything starts (given: the flags set on the command line).
+	check func(given map[string]bool) error
 }
 
 func (c *cli) addWorkerFlags(fs *flag.FlagSet) *workerFlags {
@@ -223,6 +244,13 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 		return nil, err
 	}
 	rw.closes = append(rw.closes, tel.stop)
+	if wf.check != nil {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if err := wf.check(given); err != nil {
+			return nil, err
+		}
+	}
 	wo, err := wf.sv.workerOptions(tel, c.stderr)
 	if err != nil {
 		return nil, err
