@@ -22,7 +22,7 @@ func TestCallInputRefused(t *testing.T) {
 		{"empty", Options{}, ``, "r", "no input"},
 		{"not an object", Options{}, `[1]`, "r", "cannot unmarshal"},
 		{"a typo", Options{}, `{"run":"a","tool":"t","idempotency_key":"k"}`, "r", `unknown field "idempotency_key"`},
-		{"run name", Options{}, `{"run":"../a","tool":"t"}`, "r", `run "../a": want 1 to 64 letters`},
+		{"run name", Options{}, `{"run":"../a","tool":"t"}`, "r", `run name "../a": want 1 to 64 letters`},
 		{"run name too long", Options{}, `{"run":"` + strings.Repeat("a", 65) + `","tool":"t"}`, "r", "want 1 to 64 letters"},
 		{"no tool", Options{}, `{"run":"a"}`, "r", "tool is empty"},
 		{"a long key", Options{}, `{"run":"a","tool":"t","key":"` + strings.Repeat("k", workflows.MaxKeyBytes+1) + `"}`, "r", "key has 201 bytes"},

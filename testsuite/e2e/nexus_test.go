@@ -161,7 +161,7 @@ func TestNexusCallThroughTheGate(t *testing.T) {
 		in   any
 		want string
 	}{
-		{nexusserve.CallInput{Run: "../x", Tool: "search_tickets"}, `run "../x": want 1 to 64 letters`},
+		{nexusserve.CallInput{Run: "../x", Tool: "search_tickets"}, `run name "../x": want 1 to 64 letters`},
 		{map[string]any{"run": "go-agent", "tool": "search_tickets", "idempotency_key": "k"}, `unknown field "idempotency_key"`},
 	} {
 		r := s.executeCaller(fmt.Sprintf("go-caller-bad-%d", time.Now().UnixNano()), "nexusCallerRaw", c.in)
