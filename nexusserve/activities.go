@@ -3,6 +3,8 @@ package nexusserve
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -33,6 +35,11 @@ type activities struct {
 // if it is not running) and answers how the call stands.
 func (a *activities) propose(ctx context.Context, req CallRequest) (workflows.CallStatus, error) {
 	st, err := a.runs.Propose(ctx, req.Run, req.Start, req.Proposal)
+	if req.NeedsSignedStart && (errors.Is(err, client.ErrUnknownRun) || errors.Is(err, client.ErrRunClosed)) {
+		name := strings.TrimPrefix(req.Run, RunPrefix)
+		return st, temporal.NewNonRetryableApplicationError(fmt.Sprintf("run %s is not running (%v), and the worker has an approval policy, so it starts only with a signed start: "+
+			"give the call's start, a RunInput signed by its requester (`toolgate nexus sign-start --run %s --as NAME --key NAME.key`)", req.Run, err, name), RefusedType, nil)
+	}
 	return st, classify(err)
 }
 

@@ -139,3 +139,25 @@ func TestWithdrawActivity(t *testing.T) {
 	require.True(t, w.Call.Done)
 	require.Equal(t, "call c-3 has already ended ok", w.Why)
 }
+
+// Under a policy, a call without a start to a run that is not running is
+// refused, saying to sign one; to a running run it is proposed.
+func TestProposeNeedsASignedStart(t *testing.T) {
+	req := closeReq
+	req.NeedsSignedStart = true
+	for _, gone := range []error{&client.Error{Kind: client.ErrUnknownRun, Msg: "no run nexus-a"}, &client.Error{Kind: client.ErrRunClosed, Msg: "run nexus-a has completed"}} {
+		runs := &fakeRuns{calls: []workflows.CallStatus{waiting()}, propose: gone}
+		env, _ := activityEnv(runs, time.Minute)
+		_, err := env.ExecuteActivity(ActivityPropose, req)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.True(t, appErr.NonRetryable())
+		require.ErrorContains(t, err, "toolgate nexus sign-start --run a --as NAME")
+		require.ErrorContains(t, err, gone.Error())
+	}
+	runs := &fakeRuns{calls: []workflows.CallStatus{waiting()}}
+	env, _ := activityEnv(runs, time.Minute)
+	_, err := env.ExecuteActivity(ActivityPropose, req)
+	require.NoError(t, err)
+	require.Len(t, runs.proposed, 1)
+}

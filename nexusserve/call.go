@@ -41,6 +41,9 @@ type CallRequest struct {
 	Run      string              `json:"run"` // the session run's workflow id
 	Proposal workflows.Proposal  `json:"proposal"`
 	Start    *workflows.RunInput `json:"start,omitempty"`
+	// NeedsSignedStart: no start was given and the worker has a policy, so
+	// the call goes only to a run that is running.
+	NeedsSignedStart bool `json:"needs_signed_start,omitempty"`
 }
 
 // workflowID is the call workflow's id.

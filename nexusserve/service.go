@@ -77,7 +77,8 @@ type CallInput struct {
 	Key string `json:"key,omitempty"`
 	// Start is the session run's input, used only if it is not running: its
 	// planner must be external. Under a policy it must be signed (its
-	// request_token, `toolgate nexus sign-start`), and it is required.
+	// request_token, `toolgate nexus sign-start`), and a call to a run that
+	// is not running is refused without one.
 	Start *workflows.RunInput `json:"start,omitempty"`
 }
 
@@ -245,8 +246,10 @@ func (o Options) callRequest(raw json.RawMessage, requestID string) (CallRequest
 	start := in.Start
 	switch {
 	case start == nil && o.Policy:
-		return CallRequest{}, fmt.Errorf("the worker has an approval policy, so run %s starts only with a signed start: give start, "+
-			"a RunInput signed by its requester (`toolgate nexus sign-start --run %s --as NAME --key NAME.key`)", id, in.Run)
+		// A run that is running takes the call; one that is not is
+		// started only signed, so the proposal carries no start, and
+		// propose says what to give when the run is not there.
+		return CallRequest{Run: id, Proposal: p, NeedsSignedStart: true}, nil
 	case start == nil:
 		start = &workflows.RunInput{Goal: "Nexus session " + in.Run, Planner: plan.Config{Kind: plan.KindExternal},
 			IdleTimeout: workflows.Duration(o.idleTimeout())}

@@ -28,7 +28,6 @@ func TestCallInputRefused(t *testing.T) {
 		{"a long key", Options{}, `{"run":"a","tool":"t","key":"` + strings.Repeat("k", workflows.MaxKeyBytes+1) + `"}`, "r", "key has 201 bytes"},
 		{"big arguments", Options{}, `{"run":"a","tool":"t","args":{"x":"` + strings.Repeat("a", workflows.MaxArgsBytes) + `"}}`, "r", "the arguments have"},
 		{"no key, no request id", Options{}, `{"run":"a","tool":"t"}`, "", "no key"},
-		{"policy, no start", Options{Policy: true}, `{"run":"a","tool":"t"}`, "r", "starts only with a signed start"},
 		{"policy, unsigned start", Options{Policy: true}, `{"run":"a","tool":"t","start":{"goal":"g","planner":{"kind":"external"}}}`, "r", "starts only signed by its requester"},
 		{"a start of another planner", Options{}, `{"run":"a","tool":"t","start":{"goal":"g","planner":{"kind":"scripted"}}}`, "r", `the planner of a session run is "external"`},
 		{"a start the run refuses", Options{}, `{"run":"a","tool":"t","start":{"goal":"g","planner":{"kind":"external"},"approval":"maybe"}}`, "r", "start:"},
@@ -41,9 +40,14 @@ func TestCallInputRefused(t *testing.T) {
 			}
 		})
 	}
+	// Under a policy, a call without a start goes only to a running run.
+	req, err := Options{Policy: true}.callRequest(json.RawMessage(`{"run":"a","tool":"t"}`), "r")
+	if err != nil || req.Start != nil || !req.NeedsSignedStart {
+		t.Fatalf("no start under a policy: %+v, %v", req, err)
+	}
 	// A signed start is taken under a policy.
-	req, err := Options{Policy: true}.callRequest(json.RawMessage(`{"run":"a","tool":"t","start":`+signedStart+`}`), "r")
-	if err != nil || req.Start.RequestToken != "x.y.z" {
+	req, err = Options{Policy: true}.callRequest(json.RawMessage(`{"run":"a","tool":"t","start":`+signedStart+`}`), "r")
+	if err != nil || req.Start.RequestToken != "x.y.z" || req.NeedsSignedStart {
 		t.Fatalf("a signed start: %+v, %v", req, err)
 	}
 }
