@@ -75,6 +75,14 @@ type Withdrawal struct {
 }
 
 var (
+	// proposing: a proposal is tried until the run takes or refuses it (a
+	// run with MaxOpenCalls calls open answers busy until one ends, which
+	// may take as long as a human does).
+	proposing = workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, NonRetryableErrorTypes: []string{RefusedType}},
+	}
 	quick = workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 10 * time.Minute,
@@ -94,7 +102,7 @@ func Call(ctx workflow.Context, req CallRequest) (CallOutput, error) {
 	// The proposal is made whatever comes meanwhile (it is quick, and
 	// keyed): a cancel that arrives now finds the call id to withdraw.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	dctx = workflow.WithActivityOptions(dctx, quick)
+	dctx = workflow.WithActivityOptions(dctx, proposing)
 	var st workflows.CallStatus
 	if err := workflow.ExecuteActivity(dctx, ActivityPropose, req).Get(dctx, &st); err != nil {
 		return CallOutput{}, err
