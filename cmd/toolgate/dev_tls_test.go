@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -37,34 +35,7 @@ func TestDevServesMutualTLS(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	devCtx, stopDev := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(devCtx, []string{"dev", "--data", t.TempDir(), "--address", "127.0.0.1:0",
-			"--tls-cert", f.ServerCert, "--tls-key", f.ServerKey, "--tls-client-ca", f.CA}, strings.NewReader(""), pw, io.Discard)
-		pw.CloseWithError(io.EOF)
-		done <- err
-	}()
-	defer func() {
-		stopDev()
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("dev did not stop")
-		}
-	}()
-	lines := bufio.NewScanner(pr)
-	var address, out string
-	for address == "" && lines.Scan() {
-		out += lines.Text() + "\n"
-		if a, ok := strings.CutPrefix(lines.Text(), "ready "); ok {
-			address = a
-		}
-	}
-	require.NotEmpty(t, address, "no ready line in:\n%s", out)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	address, out := startDev(t, ctx, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey, "--tls-client-ca", f.CA)
 	assert.Contains(t, out, "TLS on "+address+" (client certificates of "+f.CA+" required)")
 
 	pem, err := os.ReadFile(f.CA)

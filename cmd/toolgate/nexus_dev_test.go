@@ -65,34 +65,8 @@ func TestDevServesNexus(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	devCtx, stopDev := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(devCtx, []string{"dev", "--data", t.TempDir(), "--address", "127.0.0.1:0", "--policy", policyFile,
-			"--nexus-endpoint", nexusCLIEndpoint}, strings.NewReader(""), pw, io.Discard)
-		pw.CloseWithError(io.EOF)
-		done <- err
-	}()
-	defer func() {
-		stopDev()
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("dev did not stop")
-		}
-	}()
-	lines := bufio.NewScanner(pr)
-	var address, out string
-	for address == "" && lines.Scan() {
-		out += lines.Text() + "\n"
-		if a, ok := strings.CutPrefix(lines.Text(), "ready "); ok {
-			address = a
-		}
-	}
-	require.NotEmpty(t, address, "no ready line in:\n%s", out)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	address, out := startDev(t, ctx, "--policy", policyFile,
+		"--nexus-endpoint", nexusCLIEndpoint)
 	assert.Contains(t, "\n"+out, "\nNexus endpoint toolgate -> namespace default, task queue toolgate-nexus (service toolgate: call, run)\nready ")
 	assert.NotContains(t, out, "HTTP API", "the HTTP port serves Nexus alone")
 
@@ -176,7 +150,7 @@ func TestDevServesNexus(t *testing.T) {
 			t.Error("worker did not stop")
 		}
 	}()
-	lines = bufio.NewScanner(wr)
+	lines := bufio.NewScanner(wr)
 	out = ""
 	for !strings.HasPrefix(out, "worker ready") && lines.Scan() {
 		out = lines.Text()

@@ -308,6 +308,24 @@ func (s *stack) result(id string, timeout time.Duration) workflows.RunResult {
 	return res
 }
 
+// decideWaiting waits until run id waits on node alone, with callID, and
+// approves or rejects it ("wrong order") by update, as alice.
+func (s *stack) decideWaiting(id, node, callID string, approve bool) {
+	t := s.t
+	t.Helper()
+	s.awaitNext(id, waitTimeout, node)
+	st := s.mustState(id)
+	if len(st.Interrupts) != 1 || st.Interrupts[0].CallID != callID {
+		t.Fatalf("interrupts %+v, want %s's", st.Interrupts, callID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	in := workflows.DecisionInput{CallID: callID, Approver: "alice", ArgsDigest: st.Interrupts[0].ArgsDigest, Reason: "wrong order"}
+	if _, err := s.tg.Decide(ctx, id, approve, in); err != nil {
+		t.Fatalf("deciding %s: %v", callID, err)
+	}
+}
+
 // approveByUpdate approves a call with the approve update and waits for the
 // decision.
 func (s *stack) approveByUpdate(id string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
@@ -437,9 +455,16 @@ func childEnv(extra ...string) []string {
 // the test fails; the process is killed when the test ends.
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(toolgateBinary(t), args...)
-	p.cmd.Env = childEnv(env...)
+	cmd := exec.Command(toolgateBinary(t), args...)
+	cmd.Env = childEnv(env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd starts cmd as startProc does: its output kept and logged only
+// if the test fails, the process killed when the test ends.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{}), cmd: cmd}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)

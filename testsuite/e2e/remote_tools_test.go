@@ -75,19 +75,8 @@ func TestRemoteToolIsGatedAndPaysOnceAcrossItsWorkersRestart(t *testing.T) {
 		step(call("refund_remote", `{"order":"O-1"}`)),
 		step(call("refund_remote", `{"order":"O-2"}`)))})
 
-	decide := func(approve bool, callID string) {
-		t.Helper()
-		s.awaitNext(id, waitTimeout, "gate:refund_remote")
-		st := s.mustState(id)
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		in := workflows.DecisionInput{CallID: callID, Approver: "alice", ArgsDigest: st.Interrupts[0].ArgsDigest, Reason: "wrong order"}
-		if _, err := s.tg.Decide(ctx, id, approve, in); err != nil {
-			t.Fatalf("deciding %s: %v", callID, err)
-		}
-	}
-	decide(false, "c-1")
-	decide(true, "c-2")
+	s.decideWaiting(id, "gate:refund_remote", "c-1", false)
+	s.decideWaiting(id, "gate:refund_remote", "c-2", true)
 	// The first attempt of c-2 pays and hangs: stop its worker, and start another.
 	key := ""
 	deadline := time.Now().Add(waitTimeout)

@@ -135,30 +135,10 @@ func compileTSExample(t *testing.T) *tsExample {
 func (ex *tsExample) start(s *stack, name string, env []string, script string, args ...string) *proc {
 	t := ex.t
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command("node", append([]string{filepath.Join("lib", script)}, args...)...)
-	p.cmd.Dir = ex.dir
-	p.cmd.Env = childEnv(append([]string{"TEMPORAL_ADDRESS=" + s.address(), "TEMPORAL_NAMESPACE=" + devserver.DefaultNamespace}, env...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s (pid %d) did not exit after SIGKILL", name, p.cmd.Process.Pid)
-		}
-		if t.Failed() {
-			t.Logf("%s (pid %d) output:\n%s", name, p.cmd.Process.Pid, p.out.String())
-		}
-	})
-	return p
+	cmd := exec.Command("node", append([]string{filepath.Join("lib", script)}, args...)...)
+	cmd.Dir = ex.dir
+	cmd.Env = childEnv(append([]string{"TEMPORAL_ADDRESS=" + s.address(), "TEMPORAL_NAMESPACE=" + devserver.DefaultNamespace}, env...)...)
+	return startCmd(t, name, cmd)
 }
 
 // startPolling starts a node process and waits until it polls queue for

@@ -206,22 +206,8 @@ func TestTypeScriptToolPaysOnceAcrossItsWorkersKill(t *testing.T) {
 	s.start(id, workflows.RunInput{Goal: "refund order O-2", Planner: scripted("refunded",
 		step(call("refund_ts", `{"order":"O-1","amount":10}`)),
 		step(call("refund_ts", `{"order":"O-2","amount":25.5}`)))})
-	decide := func(approve bool, callID string) {
-		t.Helper()
-		s.awaitNext(id, waitTimeout, "gate:refund_ts")
-		st := s.mustState(id)
-		if len(st.Interrupts) != 1 || st.Interrupts[0].CallID != callID {
-			t.Fatalf("interrupts %+v, want %s's", st.Interrupts, callID)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		in := workflows.DecisionInput{CallID: callID, Approver: "alice", ArgsDigest: st.Interrupts[0].ArgsDigest, Reason: "wrong order"}
-		if _, err := s.tg.Decide(ctx, id, approve, in); err != nil {
-			t.Fatalf("deciding %s: %v", callID, err)
-		}
-	}
-	decide(false, "c-1")
-	decide(true, "c-2")
+	s.decideWaiting(id, "gate:refund_ts", "c-1", false)
+	s.decideWaiting(id, "gate:refund_ts", "c-2", true)
 
 	// c-2's first attempt pays and hangs: kill its worker -9 and start another.
 	testenv.Eventually(t, waitTimeout, "the approved refund paid", func() error {
