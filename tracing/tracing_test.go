@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -239,6 +240,7 @@ func TestReplayReportsNoToolgateSpans(t *testing.T) {
 		require.NoError(t, err)
 		r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 		r.RegisterWorkflowWithOptions(ledger.Ledger, workflow.RegisterOptions{Name: ledger.WorkflowName})
+		r.RegisterWorkflowWithOptions(nexusserve.Call, workflow.RegisterOptions{Name: nexusserve.CallWorkflow})
 		f, err := os.Open(file)
 		require.NoError(t, err)
 		hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
@@ -253,12 +255,13 @@ func TestReplayReportsNoToolgateSpans(t *testing.T) {
 		for _, s := range rec.Ended() {
 			names = append(names, s.Name())
 		}
-		if hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName() == ledger.WorkflowName {
+		switch wfType := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName(); wfType {
+		case ledger.WorkflowName:
 			// The ledger's history is taken while it runs: its workflow span
 			// never ends, its updates' spans do.
 			require.Contains(t, names, "HandleUpdate:"+ledger.UpdateReserve, file)
-		} else {
-			require.Contains(t, names, "RunWorkflow:"+workflows.WorkflowName, file)
+		default:
+			require.Contains(t, names, "RunWorkflow:"+wfType, file)
 		}
 		for _, name := range names {
 			require.False(t, strings.HasPrefix(name, "toolgate."), "%s: replay reported %s (all: %v)", file, name, names)
