@@ -33,6 +33,7 @@ import (
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporalnexus"
 
@@ -182,7 +183,12 @@ func NewService(o Options) (*nexus.Service, error) {
 				return nil, badRequest(err)
 			}
 			wo := sdkclient.StartWorkflowOptions{ID: id, TaskQueue: o.runQueue()}
-			return temporalnexus.ExecuteUntypedWorkflow[workflows.RunResult](ctx, so, wo, workflows.WorkflowName, in)
+			h, err := temporalnexus.ExecuteUntypedWorkflow[workflows.RunResult](ctx, so, wo, workflows.WorkflowName, in)
+			var started *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &started) { // another operation's run (a retry of this one attaches by its request id)
+				return nil, badRequest(fmt.Errorf("id: a run %s is running already; give the run another id", id))
+			}
+			return h, err
 		},
 	})
 	if err != nil {

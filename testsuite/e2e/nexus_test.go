@@ -181,6 +181,15 @@ func TestNexusCallThroughTheGate(t *testing.T) {
 	if res.Status != workflows.StatusCompleted || res.Answer != "found it" {
 		t.Fatalf("the run operation's result: %+v", res)
 	}
+	// A run operation for an id whose run is running is refused at once.
+	waits := nexusserve.RunRequest{ID: "go-run-waits", Input: workflows.RunInput{Goal: "close",
+		Planner: scripted("closed", step(call("close_ticket", `{"ticket_id":"TKT-1"}`)))}}
+	s.executeCaller("go-runner-2", nexusRunner, waits)
+	s.awaitNext(nexusserve.RunID("go-run-waits"), waitTimeout, "gate:close_ticket")
+	err := s.executeCaller("go-runner-3", nexusRunner, waits).Get(ctx, &res)
+	if err == nil || !containsText(err, "a run nexus-go-run-waits is running already") {
+		t.Fatalf("a second run operation for a running run: %v", err)
+	}
 }
 
 // containsText reports whether err's text, or that of any error it wraps,
