@@ -48,14 +48,7 @@ func (c *Client) Propose(ctx context.Context, id string, start *workflows.RunInp
 		op := c.tc.NewWithStartWorkflowOperation(so, workflows.WorkflowName, json.RawMessage(raw))
 		h, err = c.tc.UpdateWithStartWorkflow(ctx, sdkclient.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: uo})
 	}
-	if err != nil {
-		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
-	}
-	var st workflows.CallStatus
-	if err := h.Get(ctx, &st); err != nil {
-		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
-	}
-	return st, nil
+	return c.callStatus(ctx, id, h, err)
 }
 
 // classifyProposal is classify, and ErrBusy for the server's limit on a
@@ -92,6 +85,12 @@ func (c *Client) Call(ctx context.Context, id, callID string) (workflows.CallSta
 func (c *Client) Withdraw(ctx context.Context, id, callID, key, reason string) (workflows.CallStatus, error) {
 	h, err := c.tc.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateWithdraw,
 		Args: []any{workflows.WithdrawInput{CallID: callID, Key: key, Reason: reason}}, WaitForStage: sdkclient.WorkflowUpdateStageCompleted})
+	return c.callStatus(ctx, id, h, err)
+}
+
+// callStatus is the CallStatus a propose or withdraw update of run id
+// answers through h (sent with err), its refusal classified.
+func (c *Client) callStatus(ctx context.Context, id string, h sdkclient.WorkflowUpdateHandle, err error) (workflows.CallStatus, error) {
 	if err != nil {
 		return workflows.CallStatus{}, c.classifyProposal(ctx, id, err)
 	}
