@@ -13,6 +13,7 @@ import (
 	openaiplanner "github.com/toolgate/toolgate/activities/openai"
 	"github.com/toolgate/toolgate/activities/support"
 	"github.com/toolgate/toolgate/internal/private"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/worker"
 )
@@ -68,12 +69,19 @@ func OptionsWithDesk(dataDir, deskDB string) (worker.Options, *desk.Desk, error)
 	if deskDB == "" {
 		deskDB = filepath.Join(dataDir, DeskFile)
 	}
+	// The worker key signs the permits the desk's tools check: every
+	// worker on this data directory signs and checks with it.
+	key, err := permit.LoadOrCreateKey(filepath.Join(dataDir, permit.WorkerKeyFile))
+	if err != nil {
+		return worker.Options{}, nil, err
+	}
 	d, err := desk.Connect(deskDB)
 	if err != nil {
 		return worker.Options{}, nil, err
 	}
 	return worker.Options{
-		Tools: d.Tools(),
+		WorkerKey: key,
+		Tools:     d.Tools(),
 		Planners: map[string]worker.PlanFunc{
 			plan.KindSupport: support.Plan,
 			plan.KindOpenAI:  openaiplanner.New(openaiplanner.OptionsFromEnv()).Plan,

@@ -72,6 +72,9 @@ type Request struct {
 	// Approval is set when a human approved this call (at the gate, or after
 	// the tool itself raised an interrupt).
 	Approval *Approval `json:"approval,omitempty"`
+	// Permit is the proof the gate's worker signed for this activity of
+	// this call (package permit): the activity checks it before it runs.
+	Permit string `json:"permit,omitempty"`
 }
 
 // IdempotencyKey derives a call's idempotency key: workflowID/chainID/callID.

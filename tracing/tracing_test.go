@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/nexusserve"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -92,6 +93,7 @@ func traced(t *testing.T, o worker.Options) (*testsuite.TestWorkflowEnvironment,
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(sdkworker.Options{Interceptors: ics, DeadlockDetectionTimeout: 30 * time.Second})
 	o.Tools = tools()
+	o.PermitClaimer = permit.NewMemoryClaimer() // no server to claim destructive permits on
 	require.NoError(t, worker.Register(env, o))
 	return env, rec
 }

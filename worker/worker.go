@@ -5,6 +5,7 @@ package worker
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/timeline"
@@ -76,6 +78,19 @@ type Options struct {
 	// ledger's place (a ledger.Memory in unit tests); nil: the ledger
 	// workflow of the task queue.
 	Ledger ledger.Backend
+	// WorkerKey signs the permit each tool activity checks before it runs
+	// (package permit): every worker of a task queue, and every worker
+	// hosting its tools, must hold it (toolgate keys worker FILE, then
+	// signed.ReadPrivateKey). nil: a key made for this process, so only
+	// this worker's own activities accept its permits.
+	WorkerKey ed25519.PrivateKey
+	// TrustedWorkerKeys are further worker keys whose permits this worker's
+	// tools accept (a key being rotated out).
+	TrustedWorkerKeys []ed25519.PublicKey
+	// PermitClaimer records each destructive call's permit use once; nil:
+	// on the Temporal server (permit.TemporalClaimer). Unit tests without a
+	// server use permit.NewMemoryClaimer.
+	PermitClaimer permit.Claimer
 }
 
 // Notifier is what a worker notifies through: the targets it declares to its
@@ -287,10 +302,15 @@ func Register(r Registry, o Options) error {
 		return fmt.Errorf("toolgate worker: %w", err)
 	}
 	cfg := o.Config()
+	permits, err := newPermits(o, cfg)
+	if err != nil {
+		return fmt.Errorf("toolgate worker: %w", err)
+	}
 	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.StartMarker, workflow.RegisterOptions{Name: workflows.StartMarkerWorkflow})
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
+	r.RegisterActivityWithOptions(permits.sign, activity.RegisterOptions{Name: workflows.PermitActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
 	r.RegisterActivityWithOptions(readReset, activity.RegisterOptions{Name: workflows.ResetActivity})
 	read := timeline.Options{DataConverter: o.DataConverter, FailureConverter: o.FailureConverter}
@@ -311,7 +331,9 @@ func Register(r Registry, o Options) error {
 		// tool.MaxResultBytes (the marker beyond) and a failure within
 		// tool.MaxErrorBytes, local activity or not: nothing a tool returns
 		// can push a workflow task or a history event past the payload limit.
-		r.RegisterActivityWithOptions(tool.Bounded(t.Run), activity.RegisterOptions{Name: t.Spec.Name})
+		// And it runs only for a call a gate let through: its permit is
+		// checked before the tool sees the request.
+		r.RegisterActivityWithOptions(permits.guard(tool.Bounded(t.Run)), activity.RegisterOptions{Name: t.Spec.Name})
 	}
 	for kind, fn := range o.Planners {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: plan.ActivityName(kind)})

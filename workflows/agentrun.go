@@ -97,6 +97,9 @@ type run struct {
 	// noted says whose rewind note this run took (rules version 9: one,
 	// the note of the reset that made it).
 	noted string
+	// policyDigest caches the digest of the policy the run is held to, for
+	// its permits' rules (permit.go).
+	policyDigest string
 
 	now     func() time.Time
 	logger  interface{ Warn(string, ...any) }
@@ -144,9 +147,12 @@ type run struct {
 //	                with operators, any destructive call) is reserved with
 //	                the fleet ledger, checked again once decided, and
 //	                committed or released (guards.go)
+//	11              the trust boundary, fourth pass: each tool activity
+//	                carries a permit the worker signs in a local activity,
+//	                only for rules equal to its own (permit.go)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 10
+	versionCurrent  = 11
 )
 
 // Versions of versionChangeID.
@@ -171,6 +177,10 @@ const (
 	versionTrust3 workflow.Version = 9
 	// versionGuards: the fleet ledger's guards and pauses (guards.go).
 	versionGuards workflow.Version = 10
+	// versionPermit: the trust boundary, fourth pass — every tool activity
+	// (not a local one) carries a permit its worker signs (permit.go), and
+	// the worker signs only for rules equal to its own.
+	versionPermit workflow.Version = 11
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -19,6 +19,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
@@ -196,6 +197,8 @@ type fixture struct {
 	updates int
 	waiting int            // callbacks registered with at that have not run yet
 	ledger  *ledger.Memory // the fleet ledger of a fixture with a policy
+	claims  *permit.MemoryClaimer
+	opts    []fixtureOption // what the fixture's worker was registered with
 }
 
 type fixtureOption func(*worker.Options)
@@ -211,6 +214,7 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 func newFixtureWith(t *testing.T, d *desk, opts ...fixtureOption) *fixture {
 	t.Helper()
 	f := bareFixture(t, d)
+	f.opts = opts
 	require.NoError(t, registerOn(f, f.desk, opts...))
 	return f
 }
@@ -245,6 +249,12 @@ func registerOn(f *fixture, d *desk, opts ...fixtureOption) error {
 			f.ledger = m
 		}
 		o.Ledger = f.ledger
+	}
+	if o.PermitClaimer == nil { // no server to claim destructive permits on
+		if f.claims == nil {
+			f.claims = permit.NewMemoryClaimer()
+		}
+		o.PermitClaimer = f.claims
 	}
 	if err := worker.Register(f.env, o); err != nil {
 		return err

@@ -78,7 +78,12 @@ func runToEnd(t *testing.T, f *fixture, in workflows.RunInput, beforeEach func(r
 			require.Equal(t, workflows.WorkflowName, can.WorkflowType.Name)
 			in = workflows.RunInput{}
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
-			f = newFixtureWith(t, f.desk)
+			// The next run is on a worker like the last: same tools, policy,
+			// fleet ledger and permit claims.
+			next := bareFixture(t, f.desk)
+			next.opts, next.ledger, next.claims = f.opts, f.ledger, f.claims
+			require.NoError(t, registerOn(next, next.desk, next.opts...))
+			f = next
 			f.continued()
 			continue
 		}
