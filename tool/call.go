@@ -32,6 +32,10 @@ type Approval struct {
 	// Data is the approver's answer to what the tool asked (an MCP server's
 	// elicitation), given with an approval of its interrupt.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Proof are the signed decisions that made it, under a worker's policy:
+	// each approver's token. The worker that signs the call's permit
+	// verifies them against its own policy (package permit).
+	Proof []string `json:"proof,omitempty"`
 }
 
 // DecisionKind says what a decision is for: the call at the gate

@@ -22,6 +22,7 @@ type pending struct {
 	need     policy.Approvers // who may decide; Count approvals decide it (Interrupt.ApprovedBy so far)
 	proposed policy.Approvers // who might decide the call as proposed: an edit never needs fewer
 	notes    []string         // the approvals' notes
+	tokens   []string         // the approvals' signed tokens (under a policy): the proof the permit's worker verifies
 	data     json.RawMessage  // the approvals' answer to the tool's question (interrupts)
 	response json.RawMessage  // a human's answer in the tool's place (respond)
 	cancel   bool             // the rejection cancels the call
@@ -304,6 +305,9 @@ func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionRe
 	}
 	p.ApprovedBy = append(p.ApprovedBy, approver)
 	p.notes = append(p.notes, clip(d.note, MaxTextBytes))
+	if d.token != "" && r.version >= versionPermit {
+		p.tokens = append(p.tokens, d.token)
+	}
 	res.Decision = TraceApproved
 	if r.version >= versionPolicy {
 		res.ApprovedBy, res.Needed, res.ArgsDigest = slices.Clone(p.ApprovedBy), p.need.Count, p.ArgsDigest
@@ -313,7 +317,7 @@ func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionRe
 		return res, nil
 	}
 	p.decided, p.by = true, strings.Join(p.ApprovedBy, ", ")
-	p.approval = &tool.Approval{Approver: p.by, Note: joinNotes(p.ApprovedBy, p.notes), Kind: p.Kind, Data: p.data}
+	p.approval = &tool.Approval{Approver: p.by, Note: joinNotes(p.ApprovedBy, p.notes), Kind: p.Kind, Data: p.data, Proof: slices.Clone(p.tokens)}
 	return res, nil
 }
 

@@ -363,7 +363,7 @@ func (p *pending) applyEdit(e *edit, by string, withPolicy bool) {
 		p.OriginalArgs = p.CallArgs
 	}
 	p.CallArgs, p.ArgsDigest, p.EditedBy = e.args, e.digest, by
-	p.ApprovedBy, p.notes = nil, nil
+	p.ApprovedBy, p.notes, p.tokens = nil, nil, nil
 	if withPolicy {
 		p.Rule = e.verdict.Rule
 		p.setNeed(e.verdict.Need, true)

@@ -66,6 +66,9 @@ type ParkedWait struct {
 	// and the links the run's deliveries sent for this wait.
 	Via   []string    `json:"via,omitempty"`
 	Links []LinkProof `json:"links,omitempty"`
+	// Tokens (rules version 11): the signed approvals so far, which the
+	// permit's worker verifies against its own policy.
+	Tokens []string `json:"tokens,omitempty"`
 }
 
 // FallbackFrame is a call that failed and is answered by the fallback in
@@ -146,7 +149,7 @@ func (r *run) parkedCarry() []ParkedCall {
 func (pk *parked) carried() ParkedCall {
 	p := pk.wait
 	return ParkedCall{Wait: ParkedWait{Interrupt: p.Interrupt, Need: p.need, ProposedNeed: p.proposed, Notes: p.notes, Data: p.data,
-		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason, Via: p.via, Links: p.links},
+		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason, Via: p.via, Links: p.links, Tokens: p.tokens},
 		Depth: pk.depth, Round: pk.round, Note: pk.note, FallbackOf: pk.frames}
 }
 
@@ -157,7 +160,7 @@ func (r *run) restoreParked() []*pending {
 	for _, pc := range r.Parked {
 		w := pc.Wait
 		p := &pending{Interrupt: w.Interrupt, need: w.Need, proposed: w.ProposedNeed, notes: w.Notes, data: w.Data,
-			decided: w.Decided, by: w.By, approval: w.Approval, reason: w.Rejection, via: w.Via, links: w.Links}
+			decided: w.Decided, by: w.By, approval: w.Approval, reason: w.Rejection, via: w.Via, links: w.Links, tokens: w.Tokens}
 		r.pending = append(r.pending, p)
 		ps = append(ps, p)
 	}
@@ -256,11 +259,15 @@ func editNote(approval *tool.Approval, args, proposed json.RawMessage) string {
 		approval.Approver, clip(string(args), MaxArgsBytes/2), clip(string(proposed), MaxArgsBytes/2))
 }
 
-// waitingBytes is what the waiting calls hold of arguments, edits and answers.
+// waitingBytes is what the waiting calls hold of arguments, edits, answers
+// and signed approvals.
 func (r *run) waitingBytes() int {
 	n := 0
 	for _, p := range r.pending {
 		n += len(p.CallArgs) + len(p.OriginalArgs) + len(p.data)
+		for _, t := range p.tokens {
+			n += len(t)
+		}
 	}
 	return n
 }

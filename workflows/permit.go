@@ -23,10 +23,24 @@ import (
 // has no such key; a run whose recorded rules are not the worker's gets no
 // permit.
 
-// PermitActivity is the local activity that signs a permit: it takes the
-// permit's claims as the run fills them (no id, key id or time) and returns
-// the signed permit.
+// PermitActivity is the local activity that signs a permit: it takes a
+// PermitRequest and returns the signed permit.
 const PermitActivity = "toolgate.permit"
+
+// PermitRequest is what a run asks its worker to sign: the permit's claims
+// as the run fills them (no id, key id or time), and what the worker checks
+// them against its own policy with — the call's arguments, the run's
+// requester, and the signed decisions that let the call through.
+type PermitRequest struct {
+	Claims      permit.Claims   `json:"claims"`
+	Args        json.RawMessage `json:"args"`
+	RequestedBy string          `json:"requested_by,omitempty"`
+	Proof       []string        `json:"proof,omitempty"`
+}
+
+// RefusedUnverified is the ApplicationError type of a permit refused because
+// the decision the run names is not one the worker's own policy can verify.
+const RefusedUnverified = "DecisionUnverified"
 
 // RefusedRules is the ApplicationError type of a permit refused because the
 // run was held to rules that differ from the worker's own.
@@ -86,15 +100,16 @@ func (r *run) permit(ctx workflow.Context, c tool.Call, spec tool.Spec, req tool
 		CallID: c.ID, Tool: c.Tool, ArgsDigest: digest, Key: req.IdempotencyKey,
 		Destructive: spec.Destructive, Rules: r.rules(spec),
 	}
+	preq := PermitRequest{Claims: claims, Args: c.Args, RequestedBy: r.RequestedBy}
 	if a := req.Approval; a != nil {
-		claims.Approver, claims.Kind = a.Approver, string(a.Kind)
+		preq.Claims.Approver, preq.Claims.Kind, preq.Proof = a.Approver, string(a.Kind), a.Proof
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{RefusedRules}},
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{RefusedRules, RefusedUnverified}},
 	})
 	var token string
-	err := workflow.ExecuteLocalActivity(lctx, PermitActivity, claims).Get(lctx, &token)
+	err := workflow.ExecuteLocalActivity(lctx, PermitActivity, preq).Get(lctx, &token)
 	r.localSince++
 	return token, err
 }
