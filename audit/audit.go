@@ -45,10 +45,20 @@
 // The policy is the one the run was held to, recorded in its history (the
 // result of the toolgate.config local activity, a LocalActivity marker),
 // unless the caller passes one kept independently: a history whose recorded
-// policy was swapped along with the tokens then fails against it. Without
-// one kept apart, the audit proves the history consistent with itself only
-// (Report.Notes says so): whoever can rewrite the history can rewrite the
-// policy and keys it records too.
+// policy was swapped along with the tokens then fails against it, and a run
+// that recorded another policy than the one given is named
+// (Report.PolicyDiffers). Without one kept apart, the audit cannot vouch for
+// the policy it verifies against (Report.Notes says so): whoever answered
+// the run's first workflow task recorded it, and whoever can rewrite the
+// history can rewrite the policy and keys it records too.
+//
+// Then who wrote the events that give a run its results and rules, by the
+// server's word (principals.go): every workflow task answered, activity
+// closed, reset, termination and versioning change must carry the
+// principal of a worker or of the server itself (Report.Writers,
+// Report.Unvouched). A history no event of which carries a principal (a
+// server without principal attribution) cannot be checked so, and
+// Report.Notes says so.
 //
 // Time validity (iat, exp) is NOT checked: tokens expire minutes after they
 // are signed, and what matters is that the run accepted them when they were
@@ -65,6 +75,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/toolgate/toolgate/encryption"
@@ -176,9 +187,22 @@ type Report struct {
 	// Version is the run's rules version (its GetVersion marker); -1 for a
 	// run from before there was one.
 	Version int
+	// PolicyDiffers, when a policy was given, says how the policy the run
+	// recorded differs from it (policydiff.go): the run was not
+	// held to the given policy. Empty: the same, or none given.
+	PolicyDiffers []string
+	// Principals: some event of the history carries a principal — the
+	// server attributed the events it wrote (principals.go). Without, the
+	// writers cannot be checked and Notes says so.
+	Principals bool
+	// Writers are the events whose writer matters (workflow tasks answered,
+	// activities closed, resets, terminations, versioning overrides), each
+	// with the principal the server stamped on it; none when no event
+	// carries a principal.
+	Writers []Writer
 	// Notes say what the audit could not see (a run that continued as new,
-	// one that has not closed, a trace that dropped records), and how far
-	// its proof goes.
+	// one that has not closed, a trace that dropped records, a server that
+	// recorded no principals), and how far its proof goes.
 	Notes []string
 }
 
@@ -276,7 +300,7 @@ func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
 		return Report{}, errors.New("not a run's history: it does not start with WorkflowExecutionStarted")
 	}
 	a := &auditor{pol: pol, version: -1, updates: map[string]int{}, inputs: map[int]decisionPayload{}, claims: map[int]signed.Claims{},
-		notifies: map[int64]workflows.Notification{}}
+		notifies: map[int64]workflows.Notification{}, events: evs, signedResets: map[int64]string{}, configAt: -1}
 	a.rep.Version = -1
 	a.rep.PolicyFrom = "given"
 	if pol == nil {
@@ -291,19 +315,44 @@ func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
 		}
 	}
 	a.finish()
+	if pol != nil && a.config != nil {
+		a.rep.PolicyDiffers = policyDiff(a.config.Policy, pol)
+	}
 	if pol == nil {
-		a.rep.Notes = append([]string{selfConsistent(a.rep.Recorded)}, a.rep.Notes...)
+		a.rep.Notes = append([]string{a.selfConsistent()}, a.rep.Notes...)
 	}
 	return a.rep, nil
 }
 
+// NoteUnvouchedPolicy begins the note of an audit against the policy the run
+// recorded (no policy given): it cannot vouch for that policy.
+const NoteUnvouchedPolicy = "signatures were checked against the policy the run recorded, which this audit cannot vouch for"
+
 // selfConsistent says how far an audit against the history's own record
-// goes: only as far as the history is what the run wrote.
-func selfConsistent(recorded bool) string {
-	if recorded {
-		return "without --policy (a copy of the policy kept apart from the history) this audit proves the history consistent with itself only: " +
-			"whoever can rewrite the history can rewrite the policy and keys it records too"
+// goes: only as far as that record is the real one.
+func (a *auditor) selfConsistent() string {
+	if !a.rep.Recorded {
+		return "the run had no policy: its approvals are unauthenticated, and matching what ran to them proves the history consistent with itself only: " +
+			"whoever can rewrite the history can rewrite the approvals along with what ran"
 	}
-	return "the run had no policy: its approvals are unauthenticated, and matching what ran to them proves the history consistent with itself only: " +
-		"whoever can rewrite the history can rewrite the approvals along with what ran"
+	who := "whoever answered the run's first workflow task"
+	if a.continued {
+		who = "whoever answered the first workflow task of the run it continued"
+	}
+	if ev := a.eventByID(a.configAt); ev != nil && ev.GetPrincipal() != nil {
+		who += fmt.Sprintf(" (here %s, by the server's word)", principalWords(ev.GetPrincipal()))
+	}
+	return NoteUnvouchedPolicy + ": " + who + " wrote it — anyone who can poll the run's task queue, with a worker of their own, could have recorded " +
+		"a policy that gives an approver a key of theirs — and whoever can rewrite the exported history can rewrite it too. " +
+		"To check against the real one: toolgate audit HISTORY.json --policy FILE, with the policy file your workers load"
+}
+
+// eventByID is the history's event of id, nil if none.
+func (a *auditor) eventByID(id int64) *historypb.HistoryEvent {
+	for _, ev := range a.events {
+		if ev.GetEventId() == id {
+			return ev
+		}
+	}
+	return nil
 }

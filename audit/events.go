@@ -59,6 +59,14 @@ type auditor struct {
 	traceAt  int64 // the event holding the trace
 	closedAs enumspb.EventType
 	failMsg  string
+	// events are the history's events; configAt the event that recorded
+	// the config the run is held to (its toolgate.config marker), -1 for
+	// none (a continued run's comes with its input).
+	events   []*historypb.HistoryEvent
+	configAt int64
+	// signedResets are the resets an operator's verified rewind note names:
+	// reset event id -> who, as a writer's basis says it (principals.go).
+	signedResets map[int64]string
 }
 
 // versionChangeID is the change id of AgentRun's rules version
@@ -277,6 +285,7 @@ func (a *auditor) marker(at time.Time, id int64, m *historypb.MarkerRecordedEven
 	if err := decodePayload(m.GetDetails()["result"], &cfg); err != nil {
 		return fmt.Errorf("the %s marker's result: %w", workflows.ConfigActivity, err)
 	}
+	a.configAt = id
 	a.takeConfig(&cfg)
 	return nil
 }
@@ -380,6 +389,7 @@ func (a *auditor) finish() {
 		}
 	}
 	a.checkRewinds()
+	a.checkWriters()
 	a.executions()
 	a.trace()
 	a.guards()

@@ -103,6 +103,9 @@ func (a *auditor) checkRewinds() {
 				reset.eventID, reset.reason, workflows.ResetMark(n.Reset))
 		case taken && (e.Verified || (e.Unsigned && !a.rep.Recorded)):
 			attributed[reset.eventID] = true
+			if e.Verified {
+				a.signedResets[reset.eventID] = fmt.Sprintf("%s's verified rewind (event %d)", e.Approver, e.EventID)
+			}
 		}
 		if problem != "" {
 			e.Verified = false

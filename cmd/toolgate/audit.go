@@ -18,9 +18,16 @@ import (
 // decision of exported histories (`temporal workflow show --output json`)
 // with who made it, under which rule, and whether its signature verifies,
 // and every executed call that needed a decision with what let it run
-// (package audit). It fails (exit status 1) if a signed decision does not
-// verify, a rule or grant decision is not backed by the policy, or what a
-// call ran with is not what was approved.
+// (package audit), and every event whose writer matters (a workflow task
+// answered, an activity closed, a reset, a termination) with the principal
+// the server stamped on it. It fails (exit status 1) if a signed decision
+// does not verify, a rule or grant decision is not backed by the policy,
+// what a call ran with is not what was approved, such an event was written
+// by neither a worker nor the server (or carries no principal where others
+// do), or — with --policy — the policy a run recorded is not the file's.
+// Without --policy it says it cannot vouch for the policy the run recorded
+// (a note: the exit status is the checks'), and on a history no event of
+// which carries a principal, that who wrote them cannot be checked.
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := c.flags("audit")
 	policyFile := fs.String("policy", "", "verify against this policy file, kept apart from the runs, instead of the policy recorded in each history")
@@ -47,7 +54,8 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		}
 		warnPolicy(c.stderr, *policyFile, pol)
 	}
-	var decisions, unverified, failed, executed, mismatched, unreadable int
+	var decisions, unverified, failed, executed, mismatched, unreadable, checked, unvouched, otherPolicy int
+	principals := false
 	for i, f := range files {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
@@ -67,10 +75,20 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		failed += len(rep.Failed())
 		executed += len(rep.Executions)
 		mismatched += len(rep.Mismatches())
+		checked += len(rep.Writers)
+		unvouched += len(rep.Unvouched())
+		principals = principals || rep.Principals
+		if len(rep.PolicyDiffers) > 0 {
+			otherPolicy++
+		}
 	}
 	if len(files) > 1 {
-		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run\n",
+		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run",
 			plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified, plural(executed, "executed call"), mismatched)
+		if principals {
+			fmt.Fprintf(c.stdout, "; %s checked for who wrote them, %d by neither a worker nor the server", plural(checked, "event"), unvouched)
+		}
+		fmt.Fprintln(c.stdout)
 	}
 	var fails []string
 	if failed > 0 {
@@ -78,6 +96,12 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	}
 	if mismatched > 0 {
 		fails = append(fails, plural(mismatched, "executed call")+" not matching what let it run")
+	}
+	if unvouched > 0 {
+		fails = append(fails, plural(unvouched, "event")+" written by neither a worker nor the server")
+	}
+	if otherPolicy > 0 {
+		fails = append(fails, fmt.Sprintf("%s held to a policy other than %s", plural(otherPolicy, "run"), *policyFile))
 	}
 	switch {
 	case len(fails) > 0:
@@ -96,10 +120,15 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 		fmt.Fprintln(w, "no policy: decisions were unauthenticated")
 	case rep.PolicyFrom == "history":
 		fmt.Fprintf(w, "policy: recorded in the history (approvers %s)\n", approverNames(rep.Policy))
+	case rep.Recorded && len(rep.PolicyDiffers) == 0:
+		fmt.Fprintf(w, "policy: %s (approvers %s), the one the history records\n", rep.PolicyFrom, approverNames(rep.Policy))
 	case rep.Recorded:
 		fmt.Fprintf(w, "policy: %s (approvers %s), not the one the history records\n", rep.PolicyFrom, approverNames(rep.Policy))
 	default:
 		fmt.Fprintf(w, "policy: %s (approvers %s); the history records none: the run's decisions were unauthenticated\n", rep.PolicyFrom, approverNames(rep.Policy))
+	}
+	if len(rep.PolicyDiffers) > 0 {
+		fmt.Fprintf(w, "the run was NOT held to %s, it FAILS the audit: %s\n", oneLine(rep.PolicyFrom), truncate(oneLine(strings.Join(rep.PolicyDiffers, "; ")), 2000))
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -141,6 +170,35 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 	}
 	fmt.Fprintln(w)
 	printExecutions(w, rep)
+	printWriters(w, rep)
+}
+
+// printWriters prints who wrote the events whose writer matters, by the
+// server's word: one line when each was a worker or the server, else a
+// table of the others. A history with no principal prints nothing here (its
+// note says so).
+func printWriters(w io.Writer, rep audit.Report) {
+	if !rep.Principals {
+		return
+	}
+	bad := rep.Unvouched()
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "%s checked for who wrote them (workflow tasks answered, activities closed, resets, terminations): each by a worker or the server\n",
+			plural(len(rep.Writers), "event"))
+		return
+	}
+	fmt.Fprintln(w, "events written by neither a worker nor the server (by the server's principal):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tTYPE\tPRINCIPAL\tCHECK")
+	for _, x := range bad {
+		check := "NOT A WORKER: " + x.Problem
+		if x.Gap {
+			check = "NO PRINCIPAL: " + x.Problem
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", x.EventID, x.EventType, cell(x.Principal(), 80), truncate(oneLine(check), 1200))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%s checked for who wrote them, %d of them by neither a worker nor the server: they FAIL the audit\n", plural(len(rep.Writers), "event"), len(bad))
 }
 
 // printExecutions prints the calls the run executed that needed a decision,

@@ -64,8 +64,8 @@ func TestAuditVerified(t *testing.T) {
 		`c-1 refund {"amount_cents":8000,"booking_id":"BK-1"} f5eb93faf949 bob matches: approved by bob (needed 1 approver with role finance, as the tool's default asks)`,
 		`c-2 refund {"amount_cents":5000,"booking_id":"BK-1"} 063561713fea grant:carol matches: grant g-1 by carol (refund when args.amount_cents <= 5000), answering ask by the tool's default for 1 approver with role finance`,
 	}, []string{rows[3], rows[7], rows[8]}, "the executed calls")
-	assert.Contains(t, out, "note: without --policy (a copy of the policy kept apart from the history) this audit proves the history consistent with itself only: "+
-		"whoever can rewrite the history can rewrite the policy and keys it records too\n")
+	assert.Equal(t, 2, strings.Count(out, "note: "+audit.NoteUnvouchedPolicy+": whoever answered the run's first workflow task wrote it"), "once per history")
+	assert.Equal(t, 2, strings.Count(out, "note: the server recorded no principals in this history"), "once per history")
 	assert.Contains(t, out, "3 decisions, 0 not verified\nexecuted calls, each matched to what let it run:\n")
 	assert.Contains(t, out, "1 executed call checked\n")
 	assert.Contains(t, out, "2 executed calls checked\n")
@@ -145,7 +145,8 @@ func TestAuditTamperedExecution(t *testing.T) {
 		`what was approved: bob approved digest 5047d101fb25… = \{"amount_cents":30000,"booking_id":"BK-2"\}; carol approved digest 5047d101fb25… = \{"amount_cents":30000,"booking_id":"BK-2"\}\n`, out)
 	assert.Contains(t, out, "1 executed call checked, 1 of them do NOT match what let them run: they FAIL the audit\n")
 
-	// against the policy kept apart, no note says the proof is the history's own
+	// against the policy kept apart (the one the run recorded), no note says
+	// the policy cannot be vouched for
 	pol := filepath.Join(t.TempDir(), "policy.json")
 	rep, err := audit.File(filepath.Join(auditHistories, "policy_quorum.json"), nil)
 	require.NoError(t, err)
@@ -153,7 +154,9 @@ func TestAuditTamperedExecution(t *testing.T) {
 	out, err = runAudit(t, file, "--policy", pol)
 	assert.Equal(t, 1, exitCode(err), out)
 	assert.Contains(t, out, "MISMATCH: c-1 refund ran")
-	assert.NotContains(t, out, "consistent with itself only")
+	assert.NotContains(t, out, "cannot vouch")
+	assert.Contains(t, out, "the one the history records\n")
+	assert.EqualError(t, err, "audit failed: 1 executed call not matching what let it run")
 }
 
 func must[T any](v T, err error) T {
