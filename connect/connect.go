@@ -11,28 +11,36 @@
 //     temporalio/temporal.toml; --profile or TEMPORAL_PROFILE, else "default");
 //  3. the TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
 //     TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_* …);
-//  4. flags: --address --namespace --api-key --tls --tls-cert --tls-key
-//     --tls-ca --tls-server-name --encryption-key-file.
+//  4. flags: --address --namespace --api-key --token-file --tls --tls-cert
+//     --tls-key --tls-ca --tls-server-name --encryption-key-file.
 //
 // An API key is sent as "authorization: Bearer KEY" and turns TLS on unless
-// TLS is turned off explicitly. With an encryption key file, every payload
+// TLS is turned off explicitly. A token file (--token-file,
+// TOOLGATE_TOKEN_FILE: the worker token `toolgate dev` writes, for one) is
+// sent the same way, read again whenever the file changes, and leaves TLS
+// as the other settings say: plaintext to a plaintext dev server. With an encryption key file, every payload
 // the client writes is encrypted (package encryption) and any it reads is
 // decrypted. Nothing here prints or records a key: Describe names files and
 // where a key came from, never a key.
 package connect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/toolgate/toolgate/encryption"
+	"github.com/toolgate/toolgate/internal/private"
 )
 
 // Defaults when neither a profile, the environment nor a flag says.
@@ -52,6 +60,11 @@ type Settings struct {
 	Address, Namespace string
 	// APIKey overrides TEMPORAL_API_KEY and the profile's api_key.
 	APIKey string
+	// TokenFile is a file holding a bearer token (mode 0600), sent as
+	// "authorization: Bearer TOKEN" on every call and read again when the
+	// file changes; unlike an API key it does not turn TLS on. Empty:
+	// TOOLGATE_TOKEN_FILE (unless Isolated). Not with an API key.
+	TokenFile string
 	// TLS, when set, turns TLS on (true) or off (false) whatever the profile
 	// and the environment say. nil: TLS is on when a TLS setting or an API
 	// key is given.
@@ -90,6 +103,7 @@ func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Profile, "profile", s.Profile, "profile of the Temporal config file, shared with the temporal CLI (default: $TEMPORAL_PROFILE or default)")
 	fs.StringVar(&s.ConfigFile, "config-file", s.ConfigFile, "Temporal config file (TOML; default: $TEMPORAL_CONFIG_FILE or the temporal CLI's temporal.toml)")
 	fs.StringVar(&s.APIKey, "api-key", s.APIKey, "API key, sent as authorization: Bearer KEY; turns TLS on (default: $TEMPORAL_API_KEY or the profile's; prefer the variable: a flag shows in the process list)")
+	fs.StringVar(&s.TokenFile, "token-file", s.TokenFile, "send the bearer token in FILE (mode 0600; read again when it changes) as authorization: Bearer TOKEN, leaving TLS as it is: toolgate dev writes its worker token to DATA/auth/worker.token ($TOOLGATE_TOKEN_FILE)")
 	fs.Var(&triBool{&s.TLS}, "tls", "TLS to the frontend: true or false (default: on when a TLS setting or an API key is given)")
 	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "client certificate (PEM) for mTLS ($TEMPORAL_TLS_CLIENT_CERT_PATH)")
 	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "client certificate's key (PEM) for mTLS ($TEMPORAL_TLS_CLIENT_KEY_PATH)")
@@ -135,6 +149,7 @@ type Conn struct {
 	tlsCert    string
 	tlsCA      string
 	apiKeyFrom string
+	tokenFile  string
 	keyFile    string
 	remoteCode string // the profile's codec endpoint in use, if any
 }
@@ -166,6 +181,9 @@ func (c *Conn) Describe() string {
 	}
 	if c.apiKeyFrom != "" {
 		parts = append(parts, "API key from "+c.apiKeyFrom)
+	}
+	if c.tokenFile != "" {
+		parts = append(parts, "token from "+c.tokenFile)
 	}
 	switch {
 	case c.Keyring != nil:
@@ -257,6 +275,18 @@ func (s Settings) Resolve() (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the Temporal connection settings: %w", err)
 	}
+	if c.tokenFile = tokenFileOf(s, env); c.tokenFile != "" {
+		if prof.APIKey != "" {
+			return nil, fmt.Errorf("both an API key (from %s) and a token file (%s): give one", cmp.Or(c.apiKeyFrom, "the profile"), c.tokenFile)
+		}
+		tf := &tokenFile{path: c.tokenFile}
+		if _, err := tf.token(context.Background()); err != nil {
+			return nil, err
+		}
+		opts.Credentials = client.NewAPIKeyDynamicCredentials(tf.token)
+		// The SDK turns TLS on for a key unless told it is off.
+		opts.ConnectionOptions.TLSDisabled = !c.tls
+	}
 	if s.EncryptionKeyFile != "" {
 		k, err := encryption.LoadKeyring(s.EncryptionKeyFile)
 		if err != nil {
@@ -293,6 +323,54 @@ func apiKeySource(s Settings, env envconfig.EnvLookup, fromProfileOrEnv string) 
 		return "TEMPORAL_API_KEY"
 	}
 	return "the profile"
+}
+
+// tokenFileOf is the token file in force: s.TokenFile, else
+// TOOLGATE_TOKEN_FILE (unless Isolated).
+func tokenFileOf(s Settings, env envconfig.EnvLookup) string {
+	if s.TokenFile != "" || s.Isolated {
+		return s.TokenFile
+	}
+	v, _ := env.LookupEnv("TOOLGATE_TOKEN_FILE")
+	return v
+}
+
+// maxToken bounds a token file's size.
+const maxToken = 16 << 10
+
+// tokenFile reads a bearer token from a file, again whenever the file
+// changes (its size or modification time): the dev server replaces its
+// worker token file while it runs.
+type tokenFile struct {
+	path string
+
+	mu      sync.Mutex
+	mod     time.Time
+	size    int64
+	current string
+}
+
+// token is the file's token. Errors name the file, never a token.
+func (f *tokenFile) token(context.Context) (string, error) {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.current != "" && fi.ModTime().Equal(f.mod) && fi.Size() == f.size {
+		return f.current, nil
+	}
+	data, err := private.ReadFile(f.path, maxToken)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("token file %s: want one token on one line", f.path)
+	}
+	f.current, f.mod, f.size = tok, fi.ModTime(), fi.Size()
+	return tok, nil
 }
 
 func orData(path string, data []byte) string {

@@ -48,8 +48,11 @@ func Explain(c *Conn, err error) error {
 	var denied *serviceerror.PermissionDenied
 	if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied || errors.As(err, &denied) {
 		what := "the server refused these credentials: check the API key (--api-key, TEMPORAL_API_KEY) or the client certificate"
-		if c.apiKeyFrom == "" && c.tlsCert == "" {
-			what = "the server wants credentials: give an API key (--api-key, TEMPORAL_API_KEY) or a client certificate (--tls-cert, --tls-key)"
+		switch {
+		case c.tokenFile != "":
+			what = "the server refused the token of " + c.tokenFile + ": a `toolgate dev` server takes the worker token it writes to DATA/auth/worker.token of its own data directory"
+		case c.apiKeyFrom == "" && c.tlsCert == "":
+			what = "the server wants credentials: give an API key (--api-key, TEMPORAL_API_KEY), a token file (--token-file, TOOLGATE_TOKEN_FILE) or a client certificate (--tls-cert, --tls-key)"
 		}
 		return fmt.Errorf("%s refused the connection: %s: %w", where, what, err)
 	}

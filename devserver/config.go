@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"time"
@@ -56,6 +57,12 @@ func StockQueuePolling() map[string]any {
 // box and toolgate's tests need, then the caller's overrides (keys as in a
 // Temporal dynamic config file, case-insensitive).
 func dynamicConfig(overrides map[string]any) dynamicconfig.StaticClient {
+	return dynamicConfigWith(nil, overrides)
+}
+
+// dynamicConfigWith is dynamicConfig with settings before the overrides
+// (authDynamicConfig under authorization).
+func dynamicConfigWith(settings map[dynamicconfig.Key]any, overrides map[string]any) dynamicconfig.StaticClient {
 	dc := dynamicconfig.StaticClient{
 		// Workflow update (toolgate's approve/reject updates). Both are on by
 		// default in v1.32; set so that a default flip cannot break toolgate.
@@ -83,6 +90,7 @@ func dynamicConfig(overrides map[string]any) dynamicconfig.StaticClient {
 	for _, k := range queuePollSettings {
 		dc[k] = QueuePollRPS
 	}
+	maps.Copy(dc, settings)
 	for k, v := range overrides {
 		dc[dynamicconfig.MakeKey(k)] = v
 	}
@@ -165,6 +173,22 @@ func resolveFrontend(addr string, small bool) (endpoint, error) {
 // With tlsOpts (checked), the frontend serves TLS and an internal frontend
 // serves the server's own clients (applyTLS, TLSOptions).
 func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool, tlsOpts *TLSOptions) (*config.Config, error) {
+	return serverConfigFor(fe, sql, vis, pg, frontendOptions{httpAPI: httpAPI, tls: tlsOpts, internal: tlsOpts != nil})
+}
+
+// frontendOptions say how the frontends of serverConfigFor serve.
+type frontendOptions struct {
+	httpAPI bool        // the public frontend serves an HTTP port
+	tls     *TLSOptions // the public frontend serves TLS (checked)
+	// clientCAs are more CAs of client certificates, with tls.ClientCAFile.
+	clientCAs []string
+	// internal: an internal frontend serves the server's own parts (under
+	// TLS or authorization); internalHTTP: with an HTTP port (Nexus).
+	internal, internalHTTP bool
+}
+
+// serverConfigFor is serverConfig with the frontends of o.
+func serverConfigFor(fe endpoint, sql, vis *config.SQL, pg bool, o frontendOptions) (*config.Config, error) {
 	ports := newPortPicker("127.0.0.1")
 	ports.used[fe.port] = true
 	ports.small = pg
@@ -213,7 +237,7 @@ func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool, tlsOpts *
 	if frontend.RPC.MembershipPort, err = next(); err != nil {
 		return nil, err
 	}
-	if httpAPI {
+	if o.httpAPI {
 		if frontend.RPC.HTTPPort, err = freePortOn(ports, fe.bindIP); err != nil {
 			return nil, err
 		}
@@ -236,8 +260,11 @@ func serverConfig(fe endpoint, sql, vis *config.SQL, pg, httpAPI bool, tlsOpts *
 	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	// The server's internal SDK clients (system workflows) dial this.
 	cfg.PublicClient.HostPort = fe.address
-	if tlsOpts != nil {
-		if _, err := applyTLS(&cfg, tlsOpts, next); err != nil {
+	if o.tls != nil {
+		applyTLS(&cfg, o.tls, o.clientCAs)
+	}
+	if o.internal || o.tls != nil {
+		if _, err := addInternalFrontend(&cfg, next, o.internalHTTP); err != nil {
 			return nil, err
 		}
 	}

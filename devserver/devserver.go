@@ -9,6 +9,11 @@
 //
 // With Options.TLS the frontend serves TLS, and with a client CA mutual TLS
 // (TLSOptions; package devtls makes certificates for it).
+//
+// With Options.Authorization every call of the frontend is given a role by
+// its credential (a bearer token the server signs, a client certificate, or
+// none), a person's calls are confined to what a person does with a run,
+// and history events carry the caller's principal (AuthOptions).
 package devserver
 
 import (
@@ -36,6 +41,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log/tag"
 	"go.temporal.io/server/common/primitives/timestamp"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
@@ -64,6 +71,11 @@ type Server struct {
 	ui        *ui
 	logger    slogLogger
 	unlock    func()
+
+	auth    *authority     // nil without Options.Authorization
+	local   localClientTLS // this process's clients' TLS, under TLS and authorization
+	renewal chan struct{}  // closed to stop renewing the worker token
+	renewed chan struct{}  // closed when the renewal has stopped
 
 	stopOnce sync.Once
 	stopErr  error
@@ -182,14 +194,26 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 
 // run starts the server on its stores and waits until it is ready.
 func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, visCfg *config.SQL) error {
-	cfg, err := serverConfig(fe, sqlCfg, visCfg, s.pg != nil, opts.HTTPAPI || opts.Nexus, opts.TLS)
+	fo := frontendOptions{httpAPI: opts.HTTPAPI || opts.Nexus, tls: opts.TLS, internal: opts.TLS != nil}
+	if opts.Authorization != nil {
+		if err := s.openAuth(opts); err != nil {
+			return err
+		}
+		// The server's own parts skip the roles through an internal
+		// frontend; its Nexus requests go to that frontend's HTTP port.
+		fo.internal, fo.internalHTTP = true, opts.Nexus
+		if s.local.CAFile != "" {
+			fo.clientCAs = []string{s.local.CAFile}
+		}
+	}
+	cfg, err := serverConfigFor(fe, sqlCfg, visCfg, s.pg != nil, fo)
 	if err != nil {
 		return fmt.Errorf("devserver: %w", err)
 	}
 	services := temporal.DefaultServices
 	s.internal = s.address
+	s.tls = opts.TLS != nil
 	if ife, ok := cfg.Services[internalFrontend]; ok {
-		s.tls = true
 		s.internal = net.JoinHostPort("127.0.0.1", strconv.Itoa(ife.RPC.GRPCPort))
 		services = append(slices.Clip(services), internalFrontend)
 	}
@@ -197,13 +221,22 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 		s.httpAddr = net.JoinHostPort(fe.dialIP, strconv.Itoa(p))
 	}
 	logger := s.logger
-	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
-	if err != nil {
-		return fmt.Errorf("devserver: authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
-	if err != nil {
-		return fmt.Errorf("devserver: claim mapper: %w", err)
+	var (
+		authorizer  authorization.Authorizer
+		claimMapper authorization.ClaimMapper
+		dc          dynamicconfig.StaticClient
+	)
+	if s.auth != nil {
+		authorizer, claimMapper = roleAuthorizer{}, &tokenClaimMapper{a: s.auth}
+		dc = dynamicConfigWith(authDynamicConfig(), opts.DynamicConfig)
+	} else {
+		if authorizer, err = authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization); err != nil {
+			return fmt.Errorf("devserver: authorizer: %w", err)
+		}
+		if claimMapper, err = authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger); err != nil {
+			return fmt.Errorf("devserver: claim mapper: %w", err)
+		}
+		dc = dynamicConfig(opts.DynamicConfig)
 	}
 	serverOpts := []temporal.ServerOption{
 		temporal.WithConfig(cfg),
@@ -211,13 +244,16 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dynamicConfig(opts.DynamicConfig)),
+		temporal.WithDynamicConfigClient(dc),
 	}
 	if opts.Metrics != nil {
 		serverOpts = append(serverOpts, temporal.WithCustomMetricsHandler(opts.Metrics))
 	}
 	if opts.Nexus && !opts.HTTPAPI {
 		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(NexusOnly))
+	}
+	if s.auth != nil && opts.Nexus {
+		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(internalNoHTTPAPI))
 	}
 	if len(opts.FrontendInterceptors) > 0 {
 		serverOpts = append(serverOpts, temporal.WithChainedFrontendGrpcInterceptors(publicOnly(fe.port, opts.FrontendInterceptors)...))
@@ -237,13 +273,74 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 	}
 
 	if opts.UIAddress != "" {
-		// The UI reaches the frontend the server's own parts use: plaintext
-		// (on 127.0.0.1 under TLS).
-		if s.ui, err = startUI(ctx, opts.UIAddress, s.internal, s.namespace, opts.UICodecEndpoint); err != nil {
+		// Without authorization the UI reaches the frontend the server's own
+		// parts use: plaintext (on 127.0.0.1 under TLS). With it, the
+		// public frontend with no credential (a person's role; under TLS
+		// the local client certificate, a person's too): the UI's port must
+		// not be a way around the roles.
+		frontend, uiTLS := s.internal, (*localClientTLS)(nil)
+		if s.auth != nil {
+			frontend = s.address
+			if s.tls {
+				uiTLS = &s.local
+			}
+		}
+		if s.ui, err = startUI(ctx, opts.UIAddress, frontend, s.namespace, opts.UICodecEndpoint, uiTLS); err != nil {
+			return err
+		}
+	}
+	if s.auth != nil {
+		s.renewal, s.renewed = make(chan struct{}), make(chan struct{})
+		go s.renewWorkerToken()
+	}
+	return nil
+}
+
+// openAuth opens the signing key of Options.Authorization (made if
+// missing), writes a fresh worker token and, under TLS with client
+// certificates, the local client certificate.
+func (s *Server) openAuth(opts Options) error {
+	dir := opts.Authorization.KeyDir
+	if dir == "" {
+		if opts.DataDir == "" {
+			return errors.New("devserver: Authorization needs a KeyDir (or a DataDir, whose auth/ it uses)")
+		}
+		dir = filepath.Join(opts.DataDir, "auth")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("devserver: authorization key dir: %w", err)
+	}
+	if s.auth, err = openAuthority(dir, opts.Authorization); err != nil {
+		return err
+	}
+	if err := s.auth.writeWorkerToken(); err != nil {
+		return err
+	}
+	if opts.TLS != nil {
+		if s.local, err = makeLocalClientTLS(dir, opts.TLS); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// renewWorkerToken replaces the worker token file every
+// workerTokenRenewal until Stop.
+func (s *Server) renewWorkerToken() {
+	defer close(s.renewed)
+	t := time.NewTicker(workerTokenRenewal)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.renewal:
+			return
+		case <-t.C:
+			if err := s.auth.writeWorkerToken(); err != nil {
+				s.logger.Error("renewing the worker token", tag.Error(err))
+			}
+		}
+	}
 }
 
 // awaitReady waits until the frontend serves the namespace, then registers
@@ -380,11 +477,63 @@ func (s *Server) Address() string { return s.address }
 func (s *Server) TLS() bool { return s.tls }
 
 // InternalAddress is the host:port of a plaintext frontend for clients in
-// this process or on this machine that the server trusts as its own parts
-// (the dev command's worker): with Options.TLS the internal frontend on
-// 127.0.0.1, which needs no certificate (see TLSOptions); without it,
-// Address.
+// this process or on this machine that the server trusts as its own parts:
+// with Options.TLS or Options.Authorization the internal frontend on
+// 127.0.0.1, which needs no certificate (see TLSOptions) and gives every
+// caller the server's own role (see AuthOptions); without them, Address.
+// Under authorization a worker uses Address with a worker token instead
+// (LocalWorker), so that its events carry a worker's principal.
 func (s *Server) InternalAddress() string { return s.internal }
+
+// Authorization reports whether the server runs with Options.Authorization.
+func (s *Server) Authorization() bool { return s.auth != nil }
+
+// WorkerTokenFile is the file Start wrote the worker token to (mode 0600;
+// renewed while the server runs), or "" without Options.Authorization.
+func (s *Server) WorkerTokenFile() string {
+	if s.auth == nil {
+		return ""
+	}
+	return filepath.Join(s.auth.dir, WorkerTokenFile)
+}
+
+// MintToken makes a bearer token of role (RoleWorker or RolePerson) for
+// subject, valid for ttl, that this server accepts (see AuthOptions). It
+// fails without Options.Authorization.
+func (s *Server) MintToken(role, subject string, ttl time.Duration) (string, error) {
+	if s.auth == nil {
+		return "", errors.New("devserver: MintToken: the server runs without Options.Authorization")
+	}
+	return s.auth.mint(role, subject, ttl)
+}
+
+// LocalWorker is how a worker in this process reaches the server with the
+// worker role under Options.Authorization.
+type LocalWorker struct {
+	// Address is the public frontend (Server.Address).
+	Address string
+	// TokenFile is the worker token's file (Server.WorkerTokenFile).
+	TokenFile string
+	// TLS: Address serves TLS; ServerCAFile is then the server's
+	// certificate file, to check it against, and under client certificates
+	// CertFile and KeyFile are a client certificate the server takes (a
+	// person's, by itself: the token gives the worker role).
+	TLS                             bool
+	ServerCAFile, CertFile, KeyFile string
+}
+
+// LocalWorker says how a worker of this process connects with the worker
+// role; ok is false without Options.Authorization (use InternalAddress).
+func (s *Server) LocalWorker() (_ LocalWorker, ok bool) {
+	if s.auth == nil {
+		return LocalWorker{}, false
+	}
+	w := LocalWorker{Address: s.address, TokenFile: s.WorkerTokenFile(), TLS: s.tls}
+	if s.tls {
+		w.ServerCAFile, w.CertFile, w.KeyFile = s.local.ServerCAFile, s.local.CertFile, s.local.KeyFile
+	}
+	return w, true
+}
 
 // Namespace is the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }
@@ -415,6 +564,10 @@ func (s *Server) Stop() error {
 		// goroutines behind), the server logs errors about peers that are
 		// gone: noise, not news.
 		s.logger.mute()
+		if s.renewal != nil {
+			close(s.renewal)
+			<-s.renewed
+		}
 		if s.ui != nil {
 			s.ui.stop()
 		}

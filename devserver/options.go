@@ -60,9 +60,9 @@ type Options struct {
 	// FrontendInterceptors are called for every call of the public frontend
 	// (Address), after the server's own interceptors: a test can check what
 	// clients send there, such as an API key's authorization header. With
-	// TLS the server's own parts use the internal frontend, whose calls skip
-	// them; without TLS those parts call the public frontend too, and pass
-	// through them.
+	// TLS or Authorization the server's own parts use the internal frontend,
+	// whose calls skip them; without those parts call the public frontend
+	// too, and pass through them.
 	FrontendInterceptors []grpc.UnaryServerInterceptor
 	// Metrics receives the server's own metrics (persistence requests and
 	// their latency, task queue latencies …); nil records none.
@@ -72,6 +72,18 @@ type Options struct {
 	// server's own parts then use a plaintext frontend on 127.0.0.1
 	// (Server.InternalAddress): see TLSOptions for what that means.
 	TLS *TLSOptions
+	// Authorization, when set, gives every call of the frontend at Address a
+	// role by its credential (a bearer token this server signs with a key
+	// in AuthOptions.KeyDir, a client certificate, or none: a person's
+	// role), confines a person's role to what a person does with a run
+	// (start, signal, update, query, read, cancel, terminate, reset,
+	// delete: never poll, answer tasks or act on activities), turns on
+	// principal attribution (history events carry the caller's role and
+	// name), and writes a worker token to KeyDir/WorkerTokenFile. The
+	// server's own parts then use an internal frontend on 127.0.0.1
+	// (InternalAddress), and the Web UI the public frontend with a person's
+	// role. nil: no authorization, every client may call every API.
+	Authorization *AuthOptions
 	// UICodecEndpoint, when set, is the URL of a codec server (e.g.
 	// http://127.0.0.1:8081, or one that `toolgate codec-server` serves) the
 	// Web UI sends payloads to for decoding, from the browser: the UI's

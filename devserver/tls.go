@@ -86,18 +86,25 @@ func (t *TLSOptions) check() (*TLSOptions, error) {
 // internalFrontend is the name of Temporal's internal frontend service.
 const internalFrontend = string(primitives.InternalFrontendService)
 
-// applyTLS makes cfg's frontend serve TLS per t and adds a plaintext
-// internal frontend on 127.0.0.1 (ports from next) for the server's own
-// clients (see TLSOptions), returning its address.
-func applyTLS(cfg *config.Config, t *TLSOptions, next func() (int, error)) (string, error) {
+// applyTLS makes cfg's frontend serve TLS per t, its client certificates
+// checked against t.ClientCAFile and extraCAs (the CA of the server's own
+// clients' certificate, under authorization: see localClientTLS).
+func applyTLS(cfg *config.Config, t *TLSOptions, extraCAs []string) {
 	cfg.Global.TLS.Frontend.Server = config.ServerTLS{
 		CertFile: t.CertFile,
 		KeyFile:  t.KeyFile,
 	}
 	if t.ClientCAFile != "" {
-		cfg.Global.TLS.Frontend.Server.ClientCAFiles = []string{t.ClientCAFile}
+		cfg.Global.TLS.Frontend.Server.ClientCAFiles = append([]string{t.ClientCAFile}, extraCAs...)
 		cfg.Global.TLS.Frontend.Server.RequireClientAuth = true
 	}
+}
+
+// addInternalFrontend adds a plaintext internal frontend on 127.0.0.1
+// (ports from next; with an HTTP port when http, for the server's Nexus
+// requests) for the server's own clients (see TLSOptions and AuthOptions),
+// and returns its address.
+func addInternalFrontend(cfg *config.Config, next func() (int, error), http bool) (string, error) {
 	// Internode TLS stays off: history, matching, worker and the internal
 	// frontend listen on 127.0.0.1 only.
 	ife := config.Service{RPC: config.RPC{BindOnLocalHost: true}}
@@ -107,6 +114,11 @@ func applyTLS(cfg *config.Config, t *TLSOptions, next func() (int, error)) (stri
 	}
 	if ife.RPC.MembershipPort, err = next(); err != nil {
 		return "", err
+	}
+	if http {
+		if ife.RPC.HTTPPort, err = next(); err != nil {
+			return "", err
+		}
 	}
 	cfg.Services[internalFrontend] = ife
 	// With an internal frontend the server's clients find it through

@@ -2,9 +2,13 @@ package devserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,9 +32,11 @@ type ui struct {
 }
 
 // startUI serves the Temporal UI on addr, talking to the frontend at
-// frontend (plaintext), with codec as its codec server's endpoint ("" for
-// none), and returns once it answers /healthz.
-func startUI(ctx context.Context, addr, frontend, namespace, codec string) (_ *ui, err error) {
+// frontend (plaintext, or with tlsFiles TLS: the server's certificate
+// pinned, and a client certificate when there is one), with codec as its
+// codec server's endpoint ("" for none), and returns once it answers
+// /healthz.
+func startUI(ctx context.Context, addr, frontend, namespace, codec string, tlsFiles *localClientTLS) (_ *ui, err error) {
 	host, port, err := parseListenAddress(addr)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: UIAddress %q: %w", addr, err)
@@ -45,6 +51,12 @@ func startUI(ctx context.Context, addr, frontend, namespace, codec string) (_ *u
 	if err := checkPortFree(host, port); err != nil {
 		return nil, fmt.Errorf("devserver: UI address %s is not free: %w", addr, err)
 	}
+	var uiTLS uiconfig.TLS
+	if tlsFiles != nil {
+		if uiTLS, err = uiTLSConfig(tlsFiles); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("devserver: build UI server: %v", r)
@@ -54,6 +66,7 @@ func startUI(ctx context.Context, addr, frontend, namespace, codec string) (_ *u
 		Host:                host,
 		Port:                port,
 		TemporalGRPCAddress: frontend,
+		TLS:                 uiTLS,
 		EnableUI:            true,
 		DefaultNamespace:    namespace,
 		CORS:                uiconfig.CORS{CookieInsecure: true},
@@ -88,6 +101,44 @@ func startUI(ctx context.Context, addr, frontend, namespace, codec string) (_ *u
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// uiTLSConfig is the UI server's TLS config for files: checked here, and
+// handed over as data (base64 PEM), not paths, because the UI server exits
+// the process (log.Fatal) on a file or PEM it cannot load.
+func uiTLSConfig(files *localClientTLS) (uiconfig.TLS, error) {
+	var out uiconfig.TLS
+	read := func(path string) ([]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("devserver: the UI's TLS: %w", err)
+		}
+		return b, nil
+	}
+	ca, err := read(files.ServerCAFile)
+	if err != nil {
+		return out, err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
+		return out, fmt.Errorf("devserver: the UI's TLS: no PEM certificate in %s", files.ServerCAFile)
+	}
+	out.CaData, out.EnableHostVerification = base64.StdEncoding.EncodeToString(ca), true
+	if files.CertFile == "" {
+		return out, nil
+	}
+	cert, err := read(files.CertFile)
+	if err != nil {
+		return out, err
+	}
+	key, err := read(files.KeyFile)
+	if err != nil {
+		return out, err
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		return out, fmt.Errorf("devserver: the UI's client certificate %s: %w", files.CertFile, err)
+	}
+	out.CertData, out.KeyData = base64.StdEncoding.EncodeToString(cert), base64.StdEncoding.EncodeToString(key)
+	return out, nil
 }
 
 func (u *ui) stop() {

@@ -69,13 +69,6 @@ func Guard[R any](v *Verifier, fn func(ctx context.Context, req tool.Request) (R
 	}
 }
 
-// ClaimQueue is the task queue of the claims a host's Verifier makes
-// (NewHostVerifier): a queue no worker polls. A claim is the marker workflow
-// ClaimPrefix+ID, whose id is what counts: nothing needs to run it, and it
-// times out after its minute (TemporalClaimer). On the tool's own queue, a
-// host that runs no workflows would fail its task until then.
-const ClaimQueue = "toolgate-permit-claims"
-
 // NewHostVerifier is the Verifier of a worker hosting tools for toolgate: it
 // trusts keys (the gate's worker public keys), takes each permit's
 // destructive flag as the gate's worker signed it, and claims destructive

@@ -130,6 +130,15 @@ type Claimer interface {
 // ClaimPrefix starts the workflow id of a permit's claim.
 const ClaimPrefix = "toolgate-spent-permit-"
 
+// ClaimQueue is the task queue a claim's marker is started on: one no worker
+// polls. ClaimTimeout is how long the marker stays open before the server
+// times it out; its id stays taken after that, for the namespace's
+// retention.
+const (
+	ClaimQueue   = "toolgate-permit-claims"
+	ClaimTimeout = 10 * time.Second
+)
+
 // MarkerWorkflow is the workflow type of a claim: toolgate's marker, which
 // does nothing (workflows.StartMarkerWorkflow); the id is what counts.
 const MarkerWorkflow = "toolgate.start-token"
@@ -139,11 +148,14 @@ const MarkerWorkflow = "toolgate.start-token"
 // REJECT_DUPLICATE and a request id derived from the claimant. The server
 // answers a start with the same request id with the run it started (the
 // same activity again) and refuses any other for as long as it keeps the
-// closed marker (the namespace's retention).
+// closed marker (the namespace's retention). The marker is started on
+// ClaimQueue, which no worker polls: no worker spends a workflow task on
+// it, and it times out (closes) after ClaimTimeout.
 type TemporalClaimer struct {
 	// Client, nil: the activity's (activity.GetClient).
 	Client client.Client
-	// Namespace and TaskQueue of the marker; "": the activity's.
+	// Namespace of the marker; "": the activity's. TaskQueue: "",
+	// ClaimQueue.
 	Namespace, TaskQueue string
 }
 
@@ -156,10 +168,9 @@ func (t TemporalClaimer) Claim(ctx context.Context, c Claims, claimant string) e
 	if cl == nil {
 		return errors.New("permit: no Temporal client to claim the permit with")
 	}
-	ns, tq := t.Namespace, t.TaskQueue
-	if ns == "" || tq == "" {
-		info := activity.GetInfo(ctx)
-		ns, tq = cmp.Or(ns, info.WorkflowNamespace), cmp.Or(tq, info.TaskQueue)
+	ns, tq := t.Namespace, cmp.Or(t.TaskQueue, ClaimQueue)
+	if ns == "" {
+		ns = activity.GetInfo(ctx).WorkflowNamespace
 	}
 	sum := sha256.Sum256([]byte(claimant))
 	wid := ClaimPrefix + c.ID
@@ -168,7 +179,7 @@ func (t TemporalClaimer) Claim(ctx context.Context, c Claims, claimant string) e
 		WorkflowId:            wid,
 		WorkflowType:          &commonpb.WorkflowType{Name: MarkerWorkflow},
 		TaskQueue:             &taskqueuepb.TaskQueue{Name: tq, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-		WorkflowRunTimeout:    durationpb.New(time.Minute),
+		WorkflowRunTimeout:    durationpb.New(ClaimTimeout),
 		Identity:              "toolgate permit claim",
 		RequestId:             hex.EncodeToString(sum[:16]),
 		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/connect"
@@ -32,7 +34,9 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	keyFile := fs.String("encryption-key-file", "", "encrypt the payloads of this process's worker and client with this key file (toolgate keys encryption FILE); with --ui-address, a codec server on loopback lets the UI show them")
 	tlsCert := fs.String("tls-cert", "", "serve --address with TLS only: the server's certificate (PEM; `toolgate keys tls DIR` makes one); with --tls-key")
 	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
-	tlsClientCA := fs.String("tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM) on --address (mutual TLS). This process's worker, the UI and the server's own parts use a plaintext frontend on 127.0.0.1 instead")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM) on --address (mutual TLS). This process's worker and the UI present a certificate of the server's own (DATA/auth/local-tls); the server's own parts use a plaintext frontend on 127.0.0.1")
+	var tlsWorkers listFlag
+	fs.Var(&tlsWorkers, "tls-worker-name", "with --tls-client-ca: client certificates with this subject common name get the worker role (repeat or comma-separate; any other certificate gets a person's; the worker token works under TLS too)")
 	mcpAddr := fs.String("mcp-address", "", "also serve the worker's tools to MCP clients at http://HOST:PORT/mcp (loopback; with --mcp-tokens; needs the in-process worker)")
 	mcpTokens := fs.String("mcp-tokens", "", "with --mcp-address: the bearer tokens MCP clients may use (toolgate mcp token new NAME --tokens FILE)")
 	mcpWait := fs.Duration("mcp-wait", mcpserve.DefaultWait, "with --mcp-address: how long a tools/call stays open for a call that waits for a human")
@@ -53,6 +57,9 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	if err == nil && *nexusEndpoint != "" {
 		err = checkDevNexus(*nexusEndpoint, *tlsCert != "" || *tlsKey != "")
 	}
+	if err == nil && len(tlsWorkers) > 0 && *tlsClientCA == "" {
+		err = errors.New("--tls-worker-name goes with --tls-client-ca: it names client certificates")
+	}
 	if err != nil {
 		tel.stop()
 		return err
@@ -71,7 +78,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		wp = nil
 	}
 	srvOpts := devserver.Options{DataDir: *data, Database: *db, Address: *address, UIAddress: *ui, Namespace: *namespace, HTTPAPI: *httpAPI, TLS: serverTLS,
-		Nexus: *nexusEndpoint != ""}
+		Nexus: *nexusEndpoint != "", Authorization: &devserver.AuthOptions{KeyDir: filepath.Join(*data, "auth"), WorkerSubjects: tlsWorkers}}
 	var codec *devCodec
 	if *keyFile != "" && *ui != "" {
 		if codec, err = startDevCodec(ctx, *keyFile); err != nil {
@@ -112,10 +119,20 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		if serverTLS.ClientCAFile != "" {
 			auth = "client certificates of " + serverTLS.ClientCAFile + " required"
 		}
-		fmt.Fprintf(c.stdout, "TLS on %s (%s); plaintext for this machine's processes at %s\n", s.server.Address(), auth, s.server.InternalAddress())
+		fmt.Fprintf(c.stdout, "TLS on %s (%s)\n", s.server.Address(), auth)
 	}
+	fmt.Fprintf(c.stdout, "worker token in %s (renewed daily): without it a client has a person's role; another worker connects with "+
+		"`toolgate worker --address %s --token-file %s` (or TOOLGATE_TOKEN_FILE)\n", s.server.WorkerTokenFile(), s.server.Address(), s.server.WorkerTokenFile())
+	// The front doors (inbox, AG-UI, MCP) act for people: they reach the
+	// server with no credential, a person's role, so that what they do is
+	// attributed to a person, never to a worker.
+	fd := *s
+	if fd.client, err = c.dialPerson(ctx, s.server, *keyFile); err != nil {
+		return err
+	}
+	defer fd.client.Close()
 	if *inboxAddr != "" {
-		ib, err := c.serveInbox(*inboxAddr, s.client, s.conn, ibf, inboxListing{}, s.replies())
+		ib, err := c.serveInbox(*inboxAddr, fd.client, s.conn, ibf, inboxListing{}, s.replies())
 		if err != nil {
 			return err
 		}
@@ -126,7 +143,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "WARNING: --notify's links and Slack buttons are answered on the inbox's listener: serve it (--inbox-address) where link_base and the Slack app's request URL point\n")
 	}
 	if *aguiAddr != "" {
-		a, err := c.devAGUI(*aguiAddr, s, af)
+		a, err := c.devAGUI(*aguiAddr, &fd, af)
 		if err != nil {
 			return err
 		}
@@ -134,7 +151,7 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	}
 	if *mcpAddr != "" {
 		no, off := "", false
-		m, err := c.serveMCPHTTP(*mcpAddr, *mcpTokens, mcpServeOptions{tc: s.client, taskQueue: workflows.TaskQueue, tools: s.tools,
+		m, err := c.serveMCPHTTP(*mcpAddr, *mcpTokens, mcpServeOptions{tc: fd.client, taskQueue: workflows.TaskQueue, tools: s.tools,
 			policy: s.policy, wait: *mcpWait, tokens: toks}, &mcpHTTPFlags{tlsCert: &no, tlsKey: &no, insecure: &off})
 		if err != nil {
 			return err
@@ -153,6 +170,22 @@ func (c *cli) dev(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(c.stdout, "stopping")
 	return nil
+}
+
+// dialPerson dials the dev server's public frontend with no credential (a
+// person's role; under TLS with the server's own client certificate, a
+// person's too), encrypting with keyFile if set.
+func (c *cli) dialPerson(ctx context.Context, srv *devserver.Server, keyFile string) (client.Client, error) {
+	lw, ok := srv.LocalWorker()
+	if !ok {
+		return nil, errors.New("the embedded server runs without authorization")
+	}
+	cs := connect.Settings{Address: lw.Address, Namespace: srv.Namespace(), Isolated: true, EncryptionKeyFile: keyFile}
+	if lw.TLS {
+		cs.TLS, cs.TLSCA, cs.TLSCert, cs.TLSKey = &lw.TLS, lw.ServerCAFile, lw.CertFile, lw.KeyFile
+	}
+	tc, _, err := c.dialWith(ctx, &cs, nil)
+	return tc, err
 }
 
 // devNexus starts the Nexus service's worker on the stack's client (its runs

@@ -24,8 +24,9 @@ import (
 )
 
 // `toolgate dev --tls-cert --tls-key --tls-client-ca` serves mutual TLS on
-// its address, prints "ready ADDRESS", and its own worker polls (through the
-// server's plaintext internal frontend).
+// its address, prints "ready ADDRESS", and its own worker polls (through
+// that address, with a client certificate the server made for itself and
+// the worker token).
 func TestDevServesMutualTLS(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tls")
 	_, _, err := runKeys(t, "tls", dir)

@@ -74,8 +74,10 @@ var commandHelp = []command{
 		usage: []string{"toolgate dev [--data DIR] [--db postgres://…] [--address HOST:PORT] [--ui-address HOST:PORT]",
 			"             [--no-worker] [--inbox-address HOST:PORT] [--mcp-address HOST:PORT --mcp-tokens FILE]",
 			"             [--agui-address HOST:PORT] [--nexus-endpoint NAME] [--policy FILE] [--mcp FILE]",
-			"             [--notify FILE] [--tls-cert FILE --tls-key FILE] [--encryption-key-file FILE]",
-			"             … (every flag below)"},
+			"             [--notify FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]",
+			"             [--tls-worker-name CN] [--encryption-key-file FILE] … (every flag below)",
+			"A client with no credential has a person's role (start, signal, update, query, read runs);",
+			"workers use the worker token dev writes to DATA/auth/worker.token (--token-file)."},
 		examples: []string{"toolgate dev --ui-address 127.0.0.1:8233",
 			"toolgate dev --policy examples/policy.yaml --inbox-address 127.0.0.1:8080",
 			"toolgate dev --nexus-endpoint toolgate"}},
@@ -83,10 +85,13 @@ var commandHelp = []command{
 		usage: []string{"toolgate worker [CONNECTION] [--task-queue Q] [--data DIR] [--search-attributes[=auto|true|false]]",
 			"                [--policy FILE] [--mcp FILE] [--notify FILE] [--desk-db postgres://…]",
 			"                [--metrics-address HOST:PORT] [--otlp-endpoint HOST:PORT [--otlp-insecure]]",
-			"                [--nexus [--nexus-task-queue Q]]"},
+			"                [--nexus [--nexus-task-queue Q]] [--worker-key FILE]",
+			"Every worker of a task queue signs and checks tools' permits with the same worker key:",
+			"DATA/worker.key by default (made if missing), or --worker-key FILE."},
 		examples: []string{"toolgate worker --address temporal.example:7233 --namespace agents",
 			"toolgate worker --profile prod --policy policy.yaml --metrics-address 127.0.0.1:9090",
-			"toolgate worker --address temporal.example:7233 --namespace agents --nexus"}},
+			"toolgate worker --address temporal.example:7233 --namespace agents --nexus",
+			"toolgate worker --address 127.0.0.1:7233 --token-file .toolgate/auth/worker.token"}},
 	{name: "inbox", group: groupServe, summary: "the web approvals inbox for the runs on any Temporal server",
 		usage: []string{"toolgate inbox [--listen HOST:PORT] [CONNECTION] [--listen-tls-cert FILE --listen-tls-key FILE |",
 			"               --insecure] [--host NAME,...] [--task-queue Q]... [--query-timeout 2s]",
@@ -184,7 +189,7 @@ func groupedHelp() string {
 		}
 	}
 	b.WriteString(`
-CONNECTION: --address, --namespace, --profile, --api-key, --tls-*, as the temporal CLI's.
+CONNECTION: --address, --namespace, --profile, --api-key, --tls-*, as temporal's; and --token-file.
 toolgate help COMMAND: its examples and flags. Benchmark: go run ./cmd/toolgate-bench
 `)
 	return b.String()

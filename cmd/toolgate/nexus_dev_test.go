@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/nexusserve"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -70,8 +71,12 @@ func TestDevServesNexus(t *testing.T) {
 	assert.Contains(t, "\n"+out, "\nNexus endpoint toolgate -> namespace default, task queue toolgate-nexus (service toolgate: call, run)\nready ")
 	assert.NotContains(t, out, "HTTP API", "the HTTP port serves Nexus alone")
 
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	tc, err := client.DialContext(ctx, client.Options{HostPort: address, Logger: quiet})
+	// The caller's workflows have a worker of their own here: the dev
+	// server's worker token.
+	token := devWorkerToken(t, out)
+	tc, _, err := connect.Dial(ctx, connect.Settings{Address: address, TokenFile: token, Isolated: true}, func(o *client.Options) {
+		o.Logger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	})
 	require.NoError(t, err)
 	defer tc.Close()
 	const callerQueue = "cli-nexus-caller"
@@ -120,14 +125,18 @@ func TestDevServesNexus(t *testing.T) {
 	assert.Equal(t, "found it", res.Answer)
 
 	// nexus endpoint create, against the dev server.
-	got, errOut, err := runCLI("nexus", "endpoint", "create", nexusCLIEndpoint, "--address", address)
+	// An operator's API: it needs the worker's role (--token-file).
+	_, _, err = runCLI("nexus", "endpoint", "create", "toolgate-3", "--address", address, "--task-queue", "toolgate-nexus-3")
+	require.Error(t, err, "a person creates a Nexus endpoint")
+	assert.Contains(t, err.Error(), "NexusEndpoints is a worker's API")
+	got, errOut, err := runCLI("nexus", "endpoint", "create", nexusCLIEndpoint, "--address", address, "--token-file", token)
 	require.NoError(t, err, errOut)
 	assert.Equal(t, "Nexus endpoint toolgate -> namespace default, task queue toolgate-nexus (service toolgate: call, run): already there, unchanged\n", got)
 	assert.Contains(t, errOut, "toolgate worker --nexus --namespace default --nexus-task-queue toolgate-nexus")
-	_, _, err = runCLI("nexus", "endpoint", "create", nexusCLIEndpoint, "--address", address, "--task-queue", "elsewhere")
+	_, _, err = runCLI("nexus", "endpoint", "create", nexusCLIEndpoint, "--address", address, "--token-file", token, "--task-queue", "elsewhere")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exists and routes to namespace default, task queue toolgate-nexus; it was left as it is")
-	got, _, err = runCLI("nexus", "endpoint", "create", "toolgate-2", "--address", address, "--task-queue", "toolgate-nexus-2")
+	got, _, err = runCLI("nexus", "endpoint", "create", "toolgate-2", "--address", address, "--token-file", token, "--task-queue", "toolgate-nexus-2")
 	require.NoError(t, err)
 	assert.Equal(t, "Nexus endpoint toolgate-2 -> namespace default, task queue toolgate-nexus-2 (service toolgate: call, run): created\n", got)
 
@@ -136,7 +145,7 @@ func TestDevServesNexus(t *testing.T) {
 	wr, ww := io.Pipe()
 	workerDone := make(chan error, 1)
 	go func() {
-		err := run(workerCtx, []string{"worker", "--address", address, "--data", t.TempDir(), "--policy", policyFile,
+		err := run(workerCtx, []string{"worker", "--address", address, "--token-file", token, "--data", t.TempDir(), "--policy", policyFile,
 			"--nexus", "--nexus-task-queue", "toolgate-nexus-2"}, strings.NewReader(""), ww, io.Discard)
 		ww.CloseWithError(io.EOF)
 		workerDone <- err

@@ -126,6 +126,15 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	// Address under --tls-* serves TLS, and may want a client certificate
 	// that this process has not got).
 	own.Address, own.Namespace, own.Isolated, own.Worker = s.server.InternalAddress(), s.server.Namespace(), true, wo != nil
+	if lw, ok := s.server.LocalWorker(); ok {
+		// Under the server's authorization (dev) this process is a worker
+		// like any other: the public frontend, the worker token, so that
+		// the events its worker causes carry a worker's principal.
+		own.Address, own.TokenFile = lw.Address, lw.TokenFile
+		if lw.TLS {
+			own.TLS, own.TLSCA, own.TLSCert, own.TLSKey = &lw.TLS, lw.ServerCAFile, lw.CertFile, lw.KeyFile
+		}
+	}
 	s.client, s.conn, err = c.dialWith(ctx, &own, metrics)
 	if err != nil {
 		return nil, err
@@ -146,6 +155,9 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	}
 	opts.Tools = append(opts.Tools, wo.remote...)
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
+	if wo.workerKey != nil {
+		opts.WorkerKey = wo.workerKey
+	}
 	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
 	opts.Notify, s.notify, s.pol = notifierOf(wo.notify), wo.notify, wo.policy
@@ -273,6 +285,9 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 	}
 	opts.Tools = append(opts.Tools, wo.remote...)
 	opts.AllowAutoApprove, opts.Policy, opts.Interceptors = wo.allowAuto, wo.policy, wo.interceptors
+	if wo.workerKey != nil {
+		opts.WorkerKey = wo.workerKey
+	}
 	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.Notify = notifierOf(wo.notify)
 	// worker.Connect, with the namespace asked for its search attributes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/notify"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/remotetools"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/tracing"
 	"github.com/toolgate/toolgate/worker"
@@ -34,6 +37,7 @@ type serving struct {
 	deskDB       *string
 	notifyFile   *string
 	ledgerRun    *int
+	workerKey    *string
 }
 
 func servingFlags(fs *flag.FlagSet) serving {
@@ -51,6 +55,8 @@ func servingFlags(fs *flag.FlagSet) serving {
 		notifyFile: fs.String("notify", "", "tell people of waiting calls, decisions and runs' ends: a notify file (YAML) of webhook, Slack and e-mail targets (docs/notifications.md)"),
 		deskDB:     fs.String("desk-db", "", "the demo desk's database: empty for desk.db under --data (SQLite), or postgres://USER[:PASSWORD]@HOST:PORT/DB?sslmode=disable, which every worker on it shares"),
 		ledgerRun:  fs.Int("ledger-updates-per-run", 0, fmt.Sprintf("how many updates the fleet ledger takes before it continues as new (0: %d)", ledger.UpdatesPerRun)),
+		workerKey: fs.String("worker-key", "", "the worker key that signs the permit each tool's activity checks (Ed25519, PEM, mode 0600): "+
+			"every worker of a task queue must hold the same one (default: "+permit.WorkerKeyFile+" under --data, made if missing)"),
 	}
 }
 
@@ -64,6 +70,7 @@ type workerOptions struct {
 	interceptors []interceptor.WorkerInterceptor // tracing, with --otlp-endpoint
 	notify       *notify.Config                  // a --notify file
 	ledgerRun    int                             // --ledger-updates-per-run
+	workerKey    ed25519.PrivateKey              // --worker-key; nil: the data directory's
 }
 
 func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions, error) {
@@ -74,6 +81,13 @@ func (sv serving) workerOptions(tel *telemetry, stderr io.Writer) (workerOptions
 			return wo, fmt.Errorf("--tools: %w", err)
 		}
 		wo.remote = tools
+	}
+	if *sv.workerKey != "" {
+		key, err := signed.ReadPrivateKey(*sv.workerKey)
+		if err != nil {
+			return wo, fmt.Errorf("--worker-key: %w", err)
+		}
+		wo.workerKey = key
 	}
 	if wo.ledgerRun < 0 {
 		return wo, fmt.Errorf("--ledger-updates-per-run %d: want 0 (the default) or more", wo.ledgerRun)

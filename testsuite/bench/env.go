@@ -6,7 +6,11 @@
 // workflow, no planner activity), so what is compared is the call itself:
 // check, gate, memo, run, trace. The bare side is Bare, a workflow that
 // executes the same activities (same names, same tool.Request input) one
-// after another with nothing around them.
+// after another with nothing around them. Since a toolgate worker's tools
+// run only with a permit (package permit), which Bare has none of, Bare and
+// the same tool functions, unguarded, run on a second worker of the same
+// process on a task queue of their own (BareTaskQueue): the permit is part
+// of the cost measured.
 //
 // `go test -bench . ./testsuite/bench` runs the suite as benchmarks;
 // `go run ./cmd/toolgate-bench` prints it as a table (see BENCHMARKS.md).
@@ -24,6 +28,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -50,6 +55,10 @@ const TaskQueue = "toolgate-bench"
 
 // BareWorkflowName is the workflow type of the bare baseline.
 const BareWorkflowName = "BenchBare"
+
+// BareTaskQueue is the task queue of the bare baseline's worker: Bare and the
+// same tool functions, without the permit check.
+const BareTaskQueue = "toolgate-bench-bare"
 
 // argsSchema is the tools' argument schema: AgentRun validates every call
 // against it (part of the cost being measured); Bare does not.
@@ -148,6 +157,7 @@ type Env struct {
 	QueuePoll int
 
 	worker   sdkworker.Worker
+	bare     sdkworker.Worker
 	replayer sdkworker.WorkflowReplayer
 	tempDir  bool
 	seq      atomic.Int64
@@ -197,11 +207,19 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := worker.Register(w, worker.Options{Tools: Tools(), AllowAutoApprove: true, SearchAttributes: true}); err != nil {
 		return nil, err
 	}
-	w.RegisterWorkflowWithOptions(Bare, workflow.RegisterOptions{Name: BareWorkflowName})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("starting the worker: %w", err)
 	}
 	e.worker = w
+	bw := sdkworker.New(e.Client, BareTaskQueue, sdkworker.Options{})
+	bw.RegisterWorkflowWithOptions(Bare, workflow.RegisterOptions{Name: BareWorkflowName})
+	for _, t := range Tools() {
+		bw.RegisterActivityWithOptions(tool.Bounded(t.Run), activity.RegisterOptions{Name: t.Spec.Name})
+	}
+	if err := bw.Start(); err != nil {
+		return nil, fmt.Errorf("starting the bare worker: %w", err)
+	}
+	e.bare = bw
 	e.replayer = sdkworker.NewWorkflowReplayer()
 	e.replayer.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	e.replayer.RegisterWorkflowWithOptions(Bare, workflow.RegisterOptions{Name: BareWorkflowName})
@@ -212,6 +230,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 func (e *Env) Stop() {
 	if e.worker != nil {
 		e.worker.Stop()
+	}
+	if e.bare != nil {
+		e.bare.Stop()
 	}
 	if e.Client != nil {
 		e.Client.Close()
@@ -302,7 +323,7 @@ func (e *Env) agent(ctx context.Context, in workflows.RunInput, during func(ctx 
 // Bare runs the bare baseline over calls.
 func (e *Env) Bare(ctx context.Context, calls []tool.Proposal) (RunRef, error) {
 	r := RunRef{ID: e.newID("bare")}
-	wr, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.ID, TaskQueue: TaskQueue}, BareWorkflowName, BareInput{Calls: calls})
+	wr, err := e.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.ID, TaskQueue: BareTaskQueue}, BareWorkflowName, BareInput{Calls: calls})
 	if err != nil {
 		return r, err
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"testing"
 	"time"
 
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/internal/pgtest"
 	"github.com/toolgate/toolgate/testsuite/testenv"
 	"github.com/toolgate/toolgate/workflows"
@@ -53,8 +55,11 @@ func TestFailoverOnPostgres(t *testing.T) {
 	t.Parallel()
 	const n, rejected = 50, 5
 	s, _ := newDevProcStack(t)
-	a := s.startWorkerProc("worker A", nil)
-	b := s.startWorkerProc("worker B (dies after its first refund commits)", []string{"TOOLGATE_FAULT_CRASH_AFTER_COMMIT=refund"})
+	// The workers poll with the worker token dev wrote (a client without it
+	// is a person's); s.client, a person's, starts, decides and reads.
+	token := "TOOLGATE_TOKEN_FILE=" + filepath.Join(s.dataDir, "auth", devserver.WorkerTokenFile)
+	a := s.startWorkerProc("worker A", []string{token})
+	b := s.startWorkerProc("worker B (dies after its first refund commits)", []string{token, "TOOLGATE_FAULT_CRASH_AFTER_COMMIT=refund"})
 
 	id := func(i int) string { return fmt.Sprintf("failover-%02d", i) }
 	for i := range n {
@@ -82,7 +87,7 @@ func TestFailoverOnPostgres(t *testing.T) {
 	if err := a.wait(t, 10*time.Second); !killedBySIGKILL(err) {
 		t.Fatalf("worker A exit: %v, want killed by SIGKILL", err)
 	}
-	s.startWorkerProc("worker C", nil)
+	s.startWorkerProc("worker C", []string{token})
 
 	decide := sync.WaitGroup{}
 	errs := make([]error, n)

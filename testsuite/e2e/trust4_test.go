@@ -299,15 +299,15 @@ func TestARogueWorkersPermitIsRefused(t *testing.T) {
 // after the marker closed) takes it again; any other is refused.
 func TestAPermitIsClaimedOnceOnTheServer(t *testing.T) {
 	s := newStack(t)
-	s.startWorker(false) // runs the claim's marker workflow
-	cl := permit.TemporalClaimer{Client: s.client, Namespace: s.server.Namespace(), TaskQueue: workflows.TaskQueue}
+	cl := permit.TemporalClaimer{Client: s.client, Namespace: s.server.Namespace()}
 	c := permit.Claims{ID: permit.IDFor("wf", "run", "c-1"), WorkflowID: "wf", CallID: "c-1"}
 	ctx := rewindCtx(t)
 	if err := cl.Claim(ctx, c, "wf/run/c-1@1"); err != nil {
 		t.Fatal(err)
 	}
-	// Wait for the marker to close, as it does within a workflow task.
-	deadline := time.Now().Add(waitTimeout)
+	// Wait for the marker to close: nothing polls its queue, and it times
+	// out after permit.ClaimTimeout.
+	deadline := time.Now().Add(waitTimeout + permit.ClaimTimeout)
 	for {
 		d, err := s.client.DescribeWorkflowExecution(ctx, permit.ClaimPrefix+c.ID, "")
 		if err != nil {

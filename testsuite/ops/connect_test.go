@@ -39,12 +39,15 @@ func TestMutualTLS(t *testing.T) {
 	other, err := devtls.Generate(filepath.Join(t.TempDir(), "other"), devtls.Options{})
 	require.NoError(t, err)
 
-	dev := startToolgate(t, "dev", "--no-worker", "--data", t.TempDir(), "--address", "127.0.0.1:0",
+	data := t.TempDir()
+	dev := startToolgate(t, "dev", "--no-worker", "--data", data, "--address", "127.0.0.1:0",
 		"--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server.key"), "--tls-client-ca", ca)
 	address := strings.TrimPrefix(dev.waitLine(t, "ready ", 2*time.Minute), "ready ")
 	mtls := []string{"--address", address, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key}
 
-	w := startToolgate(t, append([]string{"worker", "--data", t.TempDir()}, mtls...)...)
+	// The client certificate alone is a person's: the worker adds dev's
+	// worker token.
+	w := startToolgate(t, append([]string{"worker", "--data", t.TempDir(), "--token-file", filepath.Join(data, "auth", devserver.WorkerTokenFile)}, mtls...)...)
 	line := w.waitLine(t, "worker ready on ", time.Minute)
 	require.Contains(t, line, "client certificate "+cert)
 	require.Contains(t, line, "CA "+ca)

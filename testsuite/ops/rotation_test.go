@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/encryption"
 )
 
@@ -28,7 +29,8 @@ func TestKeyRotation(t *testing.T) {
 	withKey := []string{"--address", address, "--encryption-key-file", keys}
 	workerData := filepath.Join(dir, "worker")
 	startWorker := func(newest string) *process {
-		w := startToolgate(t, "worker", "--address", address, "--encryption-key-file", keys, "--data", workerData)
+		w := startToolgate(t, "worker", "--address", address, "--encryption-key-file", keys, "--data", workerData,
+			"--token-file", filepath.Join(dir, "server", "auth", devserver.WorkerTokenFile))
 		line := w.waitLine(t, "worker ready on", time.Minute)
 		require.Contains(t, line, "newest key "+newest, "the worker encrypts with the key file's newest key")
 		return w

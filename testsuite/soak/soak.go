@@ -69,7 +69,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer os.RemoveAll(dir)
 	devArgs := []string{"dev", "--no-worker", "--address", "127.0.0.1:0", "--data", dir}
-	workerArgs := []string{"worker", "--search-attributes", "--data", dir}
+	// The workers poll with the worker token dev writes (devserver.WorkerTokenFile
+	// under DATA/auth); without it a client has a person's role.
+	workerArgs := []string{"worker", "--search-attributes", "--data", dir, "--token-file", filepath.Join(dir, "auth", "worker.token")}
 	deskAt := filepath.Join(dir, demo.DeskFile)
 	if cfg.Postgres != "" {
 		res.Backend = "postgresql"
