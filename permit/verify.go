@@ -56,6 +56,9 @@ type Verifier struct {
 // that it is claimed by no other activity. A local activity needs none: it
 // runs only in the worker whose workflow task scheduled it.
 func (v *Verifier) Check(ctx context.Context, req tool.Request) (Claims, error) {
+	if !activity.IsActivity(ctx) {
+		return Claims{}, fmt.Errorf("%w: called outside an activity, where nothing says which run and activity it serves", ErrMissing)
+	}
 	info := activity.GetInfo(ctx)
 	if info.IsLocalActivity {
 		return Claims{}, nil

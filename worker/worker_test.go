@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
@@ -153,11 +155,36 @@ func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
 		return "", tool.Permanent(errors.New(huge))
 	})
 	r := &recorder{}
-	require.NoError(t, Register(r, Options{Tools: []tool.Tool{big, bigWrite, fails}}))
+	o := Options{Tools: []tool.Tool{big, bigWrite, fails}, PermitClaimer: permit.NewMemoryClaimer()}
+	require.NoError(t, Register(r, o))
+	sign, ok := r.activities[workflows.PermitActivity].(func(context.Context, workflows.PermitRequest) (string, error))
+	require.True(t, ok, "the permit activity registered as %T", r.activities[workflows.PermitActivity])
+	// call runs a registered tool as an activity of the test environment
+	// (its workflow, run, activity id "0" and task queue), with the permit
+	// the worker signs for it.
 	call := func(name string) (tool.Response, error) {
 		fn, ok := r.activities[name].(tool.ActivityFunc)
 		require.True(t, ok, "%s registered as %T", name, r.activities[name])
-		return fn(context.Background(), tool.Request{CallID: "c-1", Args: json.RawMessage(`{}`)})
+		req := tool.Request{CallID: "c-1", IdempotencyKey: "k-1", Args: json.RawMessage(`{}`)}
+		d, err := tool.Digest(name, req.Args)
+		require.NoError(t, err)
+		c := permit.Claims{WorkflowID: "default-test-workflow-id", RunID: "default-test-run-id", ActivityID: "0", Activity: name,
+			TaskQueue: "default-test-taskqueue", CallID: "c-1", Tool: name, ArgsDigest: d, Key: req.IdempotencyKey, Rules: workflows.RulesDigest(o.Config(), name)}
+		if name == "big_write" {
+			req.Approval = &tool.Approval{Approver: "alice", Kind: tool.ApprovedAtGate}
+			c.Approver, c.Kind = "alice", string(tool.ApprovedAtGate)
+		}
+		req.Permit, err = sign(context.Background(), workflows.PermitRequest{Claims: c, Args: req.Args})
+		require.NoError(t, err)
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestActivityEnvironment()
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+		val, err := env.ExecuteActivity(name, req)
+		var resp tool.Response
+		if err == nil {
+			err = val.Get(&resp)
+		}
+		return resp, err
 	}
 	for _, name := range []string{"big", "big_write"} {
 		resp, err := call(name)
@@ -173,7 +200,7 @@ func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
 	require.Equal(t, tool.TypeToolFailure, ae.Type())
 	require.True(t, ae.NonRetryable())
 	require.Contains(t, ae.Message(), "…[truncated: ")
-	require.Less(t, len(err.Error()), tool.MaxErrorBytes)
+	require.Less(t, len(ae.Error()), tool.MaxErrorBytes)
 }
 
 // A tool without an implementation is one another worker hosts, and says on

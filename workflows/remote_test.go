@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -10,16 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/toolgate/toolgate/permit"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 )
 
 // remoteHost stands in for a worker in another language: activities
-// registered by type name, answering any JSON value, that record what they
-// were called with and on which task queue.
+// registered by type name, answering any JSON value, that check the permit
+// the gate's worker signed (permit.Guard, with the gate's public key) and
+// record what they were called with and on which task queue.
 type remoteHost struct {
-	mu    sync.Mutex
-	calls []remoteCall
+	mu       sync.Mutex
+	calls    []remoteCall
+	verifier *permit.Verifier
 }
 
 type remoteCall struct {
@@ -28,12 +33,12 @@ type remoteCall struct {
 }
 
 func (h *remoteHost) activity(name string, result string) func(ctx context.Context, req tool.Request) (json.RawMessage, error) {
-	return func(ctx context.Context, req tool.Request) (json.RawMessage, error) {
+	return permit.Guard(h.verifier, func(ctx context.Context, req tool.Request) (json.RawMessage, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.calls = append(h.calls, remoteCall{activity: name, taskQueue: activity.GetInfo(ctx).TaskQueue, req: req})
 		return json.RawMessage(result), nil
-	}
+	})
 }
 
 func (h *remoteHost) of(name string) []remoteCall {
@@ -50,14 +55,19 @@ func (h *remoteHost) of(name string) []remoteCall {
 
 // newFixtureRemote is a fixture whose worker also declares three tools
 // hosted on the task queue other-language-tools, their activities
-// registered on its environment by type name as h's.
+// registered on its environment by type name as h's, checking the permits
+// the fixture's worker signs with its worker key.
 func newFixtureRemote(t *testing.T, h *remoteHost) *fixture {
 	f := bareFixture(t, newDesk())
+	_, key, err := signed.GenerateKey()
+	require.NoError(t, err)
+	h.verifier = &permit.Verifier{Keys: permit.NewKeys(key.Public().(ed25519.PublicKey)), Claims: permit.NewMemoryClaimer()}
 	f.env.RegisterActivityWithOptions(h.activity("orderStatus", `{"order":"O-1","status":"shipped"}`), activity.RegisterOptions{Name: "orderStatus"})
 	f.env.RegisterActivityWithOptions(h.activity("fx_remote", `1.08`), activity.RegisterOptions{Name: "fx_remote"})
 	f.env.RegisterActivityWithOptions(h.activity("refund_remote", `{"refund_id":"R-1","paid":true}`), activity.RegisterOptions{Name: "refund_remote"})
 	q := "other-language-tools"
 	require.NoError(t, registerOn(f, f.desk, func(o *worker.Options) {
+		o.WorkerKey = key
 		o.Tools = append(o.Tools,
 			tool.Tool{Spec: tool.Spec{Name: "status_remote", TaskQueue: q, Activity: "orderStatus"}},
 			tool.Tool{Spec: tool.Spec{Name: "fx_remote", TaskQueue: q, NoMemo: true}},
@@ -116,5 +126,23 @@ func TestRemoteDestructiveToolIsGated(t *testing.T) {
 	require.Len(t, paid, 1)
 	require.Equal(t, "c-2", paid[0].req.CallID)
 	require.NotNil(t, paid[0].req.Approval, "the approval reaches the tool")
+	require.NotEmpty(t, paid[0].req.Permit, "with the permit it was checked against")
 	require.Equal(t, "other-language-tools", paid[0].taskQueue)
+}
+
+// The host checks each request's permit before its tool runs: one the
+// fixture's worker signed passes (each call above), one signed by a key the
+// host does not trust — here, its trusted key is another worker's — is
+// refused, not retried, and the tool never runs.
+func TestRemoteToolRefusesAPermitOfAKeyItDoesNotTrust(t *testing.T) {
+	h := &remoteHost{}
+	f := newFixtureRemote(t, h)
+	_, other, err := signed.GenerateKey()
+	require.NoError(t, err)
+	h.verifier.Keys = permit.NewKeys(other.Public().(ed25519.PublicKey))
+	res := f.run(scripted(steps(call("status_remote", `{"order":"O-1"}`))))
+	require.Equal(t, []string{"c-1:status_remote:error"}, statuses(res.Trace))
+	require.Contains(t, res.Trace[0].Error, "not one this worker trusts")
+	require.Contains(t, res.Trace[0].Error, "refused: ")
+	require.Empty(t, h.of("orderStatus"), "the tool ran for a request it refused")
 }

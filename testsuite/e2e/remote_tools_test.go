@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
@@ -19,7 +20,8 @@ import (
 const remoteQueue = "e2e-remote-tools"
 
 // refundHost is a worker of another team (in any language; here Go, by
-// activity type name only) that hosts refund_remote: it pays once per
+// activity type name only, checking permits with permit.Guard) that hosts
+// refund_remote: it pays once per
 // idempotency key, and its first attempt can hang after paying, as a worker
 // does that dies between its side effect and its answer.
 type refundHost struct {
@@ -49,9 +51,20 @@ func (h *refundHost) refund(ctx context.Context, req tool.Request) (json.RawMess
 	return json.Marshal(map[string]any{"refund_id": id, "paid": true, "args": req.Args})
 }
 
+// start starts a worker hosting refund_remote on remoteQueue, its tool
+// checking each request's permit against the worker public key in the
+// stack's data directory (permit.Guard): start it after the toolgate worker,
+// which writes that file.
+// (docs/remote-tools.md shows its region.)
 func (h *refundHost) start(s *stack) sdkworker.Worker {
+	// README:begin
+	v, err := permit.HostVerifier(s.workerPub()) // the gate's DATA/worker.pub
+	if err != nil {
+		s.t.Fatalf("the remote tools' worker: %v", err)
+	}
 	w := sdkworker.New(s.client, remoteQueue, sdkworker.Options{})
-	w.RegisterActivityWithOptions(h.refund, activity.RegisterOptions{Name: "refund_remote"})
+	w.RegisterActivityWithOptions(permit.Guard(v, h.refund), activity.RegisterOptions{Name: "refund_remote"})
+	// README:end
 	if err := w.Start(); err != nil {
 		s.t.Fatalf("starting the remote tools' worker: %v", err)
 	}

@@ -2,21 +2,30 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/nexusserve"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/remotetools"
+	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/testsuite/testenv"
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -25,8 +34,10 @@ import (
 // SDK from npm, compiled here with its tsc and run with node — against the
 // embedded server: TypeScript workflows that call toolgate through its Nexus
 // service, and a TypeScript worker that hosts the tools of
-// examples/tools-remote.yaml. The processes are killed with SIGKILL between
-// a side effect and its answer, and while a call waits for a human.
+// examples/tools-remote.yaml, checking each request's permit
+// (examples/typescript/src/permit.ts) against the gate's DATA/worker.pub.
+// The processes are killed with SIGKILL between a side effect and its
+// answer, and while a call waits for a human.
 
 // A TypeScript workflow (ticketAgent) calls toolgate's call operation: the
 // same read twice (one activity; the second is answered from the memo) and
@@ -199,7 +210,7 @@ func TestTypeScriptToolPaysOnceAcrossItsWorkersKill(t *testing.T) {
 	s.startWorkerWith(func(o *worker.Options) { o.Tools = append(o.Tools, tools...) })
 
 	refunds := t.TempDir()
-	env := []string{"REFUNDS_DIR=" + refunds, "REFUND_HANG_AFTER_PAYING=1"}
+	env := []string{"REFUNDS_DIR=" + refunds, "REFUND_HANG_AFTER_PAYING=1", "TOOLGATE_WORKER_PUB=" + s.workerPub()}
 	first := ex.startPolling(s, "tools.js (first)", tsToolsQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY, env, "tools.js")
 
 	id := "ts-refunds"
@@ -310,5 +321,332 @@ func TestTypeScriptCancelledOperationWithdrawsTheCall(t *testing.T) {
 	}
 	if tk := s.ticket("TKT-3"); tk.Status != "open" {
 		t.Fatalf("TKT-3 is %s: the withdrawn close ran", tk.Status)
+	}
+}
+
+// digestCases are arguments whose canonical JSON is easy to get wrong:
+// nesting, key order by UTF-16 code units (a supplementary character before
+// U+FFFF), integer-like keys, numbers in every layout, escapes. Each is sent
+// as toolgate sends arguments: in Go's canonical form.
+var digestCases = []string{
+	``,
+	`{}`,
+	`{"b":{"d":1,"c":[3,{"z":0,"a":"x"}]},"a":null,"e":[],"f":{}}`,
+	`{"é":1,"e":2,"😀":3,"\uffff":4,"ｚ":5,"a\u0301":6,"\u00e8":7,"Z":8,"":9}`,
+	`{"10":1,"2":2,"1":3,"-1":4,"01":5,"1.0":6,"b":7,"B":8}`,
+	`{"n":[1.0,1e21,1e20,-0,-0.0,0e10,0.1,1e-7,0.000001,123e18,-1.5e-10,100,1E+2,25.5,5e-324,1.7976931348623157e308,4.35,1e-6,123456789012345680000]}`,
+	`{"s":"\u0000\u001f\"\\\/\b\f\n\r\t\u2028\u007f é \ud83d\ude00 <>&","t":true,"f":false}`,
+	`[3,"2",{"y":[{"b":1,"a":2}]},null]`,
+	`"just a string"`,
+	`null`,
+	`{"order":"O-2","amount":25.5}`,
+	strings.Repeat(`{"a":[`, 60) + `1` + strings.Repeat(`]}`, 60),
+}
+
+// lossyCases hold numbers a JavaScript number cannot hold exactly: the
+// TypeScript host sees other arguments than the ones a gate let through, so
+// its digest differs (or it cannot make one) and the permit is refused.
+var lossyCases = []string{
+	`{"n":123456789012345678901}`,
+	`{"n":0.30000000000000001}`,
+	`{"n":12345678901234567891}`,
+	`{"n":1e400}`,
+}
+
+// The TypeScript host's argument digest (permit.ts: argsDigest, of the
+// arguments as the SDK's JSON decoding makes them) is tool.Digest's, byte for
+// byte, on every case but a number JavaScript cannot hold.
+func TestTypeScriptPermitDigestsMatchGo(t *testing.T) {
+	ex := compileTSExample(t)
+	type digestCase struct {
+		Tool string `json:"tool"`
+		Args string `json:"args"`
+	}
+	var in []digestCase
+	var want []string
+	for _, args := range append(slices.Clone(digestCases), lossyCases...) {
+		d, err := tool.Digest("refund_ts", json.RawMessage(args))
+		if err != nil {
+			t.Fatalf("tool.Digest(%s): %v", args, err)
+		}
+		canon := ""
+		if args != "" {
+			c, err := tool.Canonical(json.RawMessage(args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			canon = string(c)
+		}
+		in = append(in, digestCase{Tool: "refund_ts", Args: canon})
+		want = append(want, d)
+	}
+	script := filepath.Join(ex.dir, "digests.js")
+	if err := os.WriteFile(script, []byte(`const { argsDigest } = require('./lib/permit');
+const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+process.stdout.write(JSON.stringify(cases.map(({ tool, args }) => {
+  try { return argsDigest(tool, args === '' ? undefined : JSON.parse(args)); } catch (err) { return 'error: ' + err.message; }
+})));
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script)
+	cmd.Dir = ex.dir
+	cmd.Env = childEnv()
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node digests.js: %v", err)
+	}
+	var got []string
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != len(want) {
+		t.Fatalf("node digests.js printed %s (%v), want %d digests", out, err, len(want))
+	}
+	for i := range digestCases {
+		if got[i] != want[i] {
+			t.Errorf("args %s (sent as %s): TypeScript's digest %s, Go's %s", digestCases[i], in[i].Args, got[i], want[i])
+		}
+	}
+	for i, args := range lossyCases {
+		if j := len(digestCases) + i; got[j] == want[j] {
+			t.Errorf("args %s: TypeScript's digest equals Go's, though a JavaScript number cannot hold it", args)
+		}
+	}
+}
+
+// The attacker — a Temporal client of the namespace, no worker key — runs a
+// workflow of its own that schedules refund_ts on the TypeScript worker's task
+// queue: without a permit; with one it signed itself for that very activity
+// (naming its own key, then the gate's); with the permit of a real run's
+// approved refund copied out of its history, as it was and with other
+// arguments. tools.ts (given the gate's DATA/worker.pub) refuses each with
+// PermitRefused before refund_ts runs, and pays the real run's refund only.
+func TestTypeScriptToolRefusesACallNoGateLetThrough(t *testing.T) {
+	ex := compileTSExample(t)
+	tools, err := remotetools.Load(filepath.Join("..", "..", "examples", "tools-remote.yaml"))
+	if err != nil {
+		t.Fatalf("examples/tools-remote.yaml: %v", err)
+	}
+	s := newStack(t)
+	s.startWorkerWith(func(o *worker.Options) { o.Tools = append(o.Tools, tools...) })
+	refunds := t.TempDir()
+	ex.startPolling(s, "tools.js", tsToolsQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		[]string{"REFUNDS_DIR=" + refunds, "TOOLGATE_WORKER_PUB=" + s.workerPub()}, "tools.js")
+	s.startHostAttacker()
+
+	req := tool.Request{CallID: "c-1", IdempotencyKey: "mine/c-1", Args: json.RawMessage(`{"amount":500,"order":"O-9"}`),
+		Approval: &tool.Approval{Approver: "alice", Kind: tool.ApprovedAtGate}}
+	attack := func(id string, a hostAttack, want string) {
+		t.Helper()
+		a.Queue, a.Activity = tsToolsQueue, "refund_ts"
+		requirePermitRefused(t, s.runHostAttack(id, a), want)
+	}
+	attack("attack-ts-none", hostAttack{Req: req}, "carries no permit")
+	_, mallory, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attack("attack-ts-forged", hostAttack{Req: req, ForgeKey: mallory}, "not one this worker trusts")
+	attack("attack-ts-forged-kid", hostAttack{Req: req, ForgeKey: mallory, ForgeKid: s.workerKeyID()}, "bad permit signature")
+
+	// A real run's approved refund is paid, with its permit.
+	id := "ts-permit-real"
+	s.start(id, workflows.RunInput{Goal: "refund order O-1", Planner: scripted("refunded", step(call("refund_ts", `{"order":"O-1","amount":10}`)))})
+	s.decideWaiting(id, "gate:refund_ts", "c-1", true)
+	if res := s.result(id, waitTimeout); res.Status != workflows.StatusCompleted {
+		t.Fatalf("the real run: %+v", res)
+	}
+	copied := s.scheduledRequest(id, "c-1")
+	if copied.Permit == "" {
+		t.Fatal("the real run's refund carries no permit")
+	}
+	// tools.ts claimed the refund's permit on the server: another activity's
+	// claim of it is refused.
+	keys, err := permit.ReadPublicKeys(s.workerPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := permit.Verify(copied.Permit, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	d, err := s.client.DescribeWorkflowExecution(ctx, permit.ClaimPrefix+claims.ID, "")
+	if err != nil {
+		t.Fatalf("tools.ts did not claim the refund's permit: %v", err)
+	}
+	if tq := d.GetExecutionConfig().GetTaskQueue().GetName(); d.GetWorkflowExecutionInfo().GetType().GetName() != permit.MarkerWorkflow || tq != permit.ClaimQueue {
+		t.Fatalf("the claim is a %s on %s, want %s on %s", d.GetWorkflowExecutionInfo().GetType().GetName(), tq, permit.MarkerWorkflow, permit.ClaimQueue)
+	}
+	claimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace, TaskQueue: permit.ClaimQueue}
+	if err := claimer.Claim(ctx, claims, "another/activity@1"); !errors.Is(err, permit.ErrUsed) {
+		t.Fatalf("another activity claimed the permit tools.ts used: %v", err)
+	}
+	attack("attack-ts-copy", hostAttack{Req: copied}, `its workflow is "ts-permit-real"`)
+	copied.Args = json.RawMessage(`{"amount":500,"order":"O-9"}`)
+	attack("attack-ts-copy-edited", hostAttack{Req: copied}, `its workflow is "ts-permit-real"`)
+
+	key := s.key(id, "c-1")
+	if pays := readPayments(t, refunds); len(pays) != 1 || pays[0].IdempotencyKey != key || pays[0].Order != "O-1" {
+		t.Fatalf("payments %+v, want the real run's refund only (O-1 under %q)", pays, key)
+	}
+	for _, a := range readAttempts(t, refunds) {
+		if a.CallID != "c-1" || a.IdempotencyKey != key {
+			t.Fatalf("refund_ts was given %+v: only the real run's c-1 (key %q) may reach it", a, key)
+		}
+	}
+}
+
+// permit.ts verifies what Go's permit package signs, and refuses what Go's
+// refuses, for the same reason; its claims are Go's, field by field. Its
+// claim (temporalClaimer, over the NativeConnection a worker's activities
+// use) is the Go claimer's on the same server: the same claimant may claim
+// again, another is refused — in either language.
+func TestTypeScriptPermitVerifiesAndClaimsAsGo(t *testing.T) {
+	ex := compileTSExample(t)
+	s := newStack(t)
+	_, k, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := signed.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile := filepath.Join(t.TempDir(), permit.WorkerPublicKeyFile)
+	if err := os.WriteFile(pubFile, []byte("# the gate's\n"+signed.FormatPublicKey(k.Public().(ed25519.PublicKey))+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := permit.Claims{ID: permit.IDFor("wf", "run", "c-1"), WorkflowID: "wf", RunID: "run", ActivityID: "c-1", Activity: "refund_ts",
+		TaskQueue: tsToolsQueue, CallID: "c-1", Tool: "refund_ts", ArgsDigest: strings.Repeat("ab", 32), Key: "wf/chain/c-1",
+		Destructive: true, Approver: "alice", Kind: "gate", Rules: "r", IssuedAt: 7}
+	good, err := permit.Sign(k, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := c
+	read.Destructive, read.Approver, read.Kind = false, "", ""
+	goodRead, err := permit.Sign(k, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := permit.Sign(other, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(good, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString(bytes.Replace(payload, []byte(`"alice"`), []byte(`"mallory"`), 1)) + "." + parts[2]
+	approverTok, err := signed.Sign(k, signed.Claims{Approver: "alice", WorkflowID: "wf", Action: signed.ActionApprove, IssuedAt: 1, Expiry: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, token, want string }{
+		{"good", good, "ok"},
+		{"a read's", goodRead, "ok"},
+		{"none", "", "missing"},
+		{"another worker's key", unknown, "unknown-key"},
+		{"a forged payload", forged, "bad-signature"},
+		{"an approver's token", approverTok, "malformed"},
+		{"not compact", "abc", "malformed"},
+		{"padded", parts[0] + "." + parts[1] + "." + parts[2] + "==", "malformed"},
+	}
+	for _, tc := range cases {
+		_, err := permit.Verify(tc.token, permit.NewKeys(k.Public().(ed25519.PublicKey)))
+		if (err == nil) != (tc.want == "ok") {
+			t.Fatalf("Go's Verify of %s: %v", tc.name, err)
+		}
+	}
+
+	script := filepath.Join(ex.dir, "permits.js")
+	if err := os.WriteFile(script, []byte(`const permit = require('./lib/permit');
+const { readPublicKeys, verifyPermit, temporalClaimer, PermitError } = permit;
+const { NativeConnection } = require('@temporalio/worker');
+const { Client } = require('@temporalio/client');
+const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const reason = (err) => (err instanceof PermitError ? err.reason : 'error: ' + err.message);
+(async () => {
+  const keys = readPublicKeys(input.pub);
+  const verified = input.tokens.map((tok) => { try { return verifyPermit(tok, keys); } catch (err) { return reason(err); } });
+  const connection = await NativeConnection.connect({ address: input.address });
+  const claim = temporalClaimer({ client: new Client({ connection, namespace: input.namespace }), namespace: input.namespace });
+  const claims = [];
+  for (const [jti, claimant] of input.claims) {
+    try { await claim({ jti, wid: 'wf', call: 'c-1' }, claimant); claims.push('ok'); } catch (err) { claims.push(reason(err)); }
+  }
+  await connection.close();
+  const constants = [permit.PERMIT_TYPE, permit.PERMIT_VERSION, permit.PERMIT_MAX_BYTES, permit.REFUSED, permit.REFUSED_RETRY,
+    permit.CLAIM_PREFIX, permit.MARKER_WORKFLOW, permit.CLAIM_QUEUE, permit.CLAIM_TIMEOUT_SECONDS].map(String);
+  process.stdout.write(JSON.stringify({ verified, claims, constants }));
+})().catch((err) => { console.error(err); process.exit(1); });
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Go claims jti2 first; TypeScript claims c's permit, again, as another,
+	// then jti2 as another.
+	jti2 := permit.IDFor("wf", "run", "c-2")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	goClaimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace, TaskQueue: permit.ClaimQueue}
+	if err := goClaimer.Claim(ctx, permit.Claims{ID: jti2, WorkflowID: "wf", CallID: "c-2"}, "go/activity@1"); err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, tc := range cases {
+		tokens = append(tokens, tc.token)
+	}
+	raw, err := json.Marshal(map[string]any{"pub": pubFile, "tokens": tokens, "address": s.address(), "namespace": devserver.DefaultNamespace,
+		"claims": [][2]string{{c.ID, "wf/run/c-1@1"}, {c.ID, "wf/run/c-1@1"}, {c.ID, "wf/run/c-1@2"}, {jti2, "ts/activity@1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script)
+	cmd.Dir = ex.dir
+	cmd.Env = childEnv()
+	cmd.Stdin = bytes.NewReader(raw)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node permits.js: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Verified  []json.RawMessage `json:"verified"`
+		Claims    []string          `json:"claims"`
+		Constants []string          `json:"constants"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Verified) != len(cases) {
+		t.Fatalf("node permits.js printed %s (%v)", out, err)
+	}
+	for i, tc := range cases {
+		if tc.want != "ok" {
+			var reason string
+			if err := json.Unmarshal(got.Verified[i], &reason); err != nil || reason != tc.want {
+				t.Errorf("%s: permit.ts says %s, want %s", tc.name, got.Verified[i], tc.want)
+			}
+			continue
+		}
+		var claims permit.Claims
+		if err := json.Unmarshal(got.Verified[i], &claims); err != nil {
+			t.Fatalf("%s: permit.ts refused it: %s", tc.name, got.Verified[i])
+		}
+		want, err := permit.Verify(tc.token, permit.NewKeys(k.Public().(ed25519.PublicKey)))
+		if err != nil || claims != want {
+			t.Errorf("%s: permit.ts read %+v, Go %+v (%v)", tc.name, claims, want, err)
+		}
+	}
+	if want := []string{permit.Type, fmt.Sprint(permit.Version), fmt.Sprint(permit.MaxBytes), permit.Refused, permit.RetryType,
+		permit.ClaimPrefix, permit.MarkerWorkflow, permit.ClaimQueue, fmt.Sprint(int(permit.ClaimTimeout / time.Second))}; !equal(got.Constants, want) {
+		t.Errorf("permit.ts's constants %q, Go's %q", got.Constants, want)
+	}
+	if want := []string{"ok", "ok", "used", "used"}; !equal(got.Claims, want) {
+		t.Errorf("permit.ts's claims: %q, want %q", got.Claims, want)
+	}
+	if err := goClaimer.Claim(ctx, c, "go/another@1"); !errors.Is(err, permit.ErrUsed) {
+		t.Errorf("Go claimed the permit permit.ts claimed, as another activity: %v", err)
 	}
 }

@@ -137,4 +137,6 @@ export interface ToolRequest<A = Record<string, unknown>> {
   args: A;
   /** Set when a human approved this call. */
   approval?: { approver: string; note?: string; kind: string; data?: unknown };
+  /** The permit toolgate's worker signed for this activity of this call: check it before any effect (permit.ts). */
+  permit?: string;
 }

@@ -3,12 +3,17 @@
 // toolgate gates them as its own — refund_ts is destructive there, so no
 // refund reaches this worker without a human's approval of that exact call —
 // and gives each attempt one argument, {call_id, idempotency_key, args,
-// approval}, the key the same on every attempt.
+// approval, permit}, the key the same on every attempt. Each tool checks the
+// permit first (permit.ts: guard): anyone who may schedule an activity on this
+// task queue could send it a request, and only toolgate's worker can sign one.
 //
 //   node lib/tools.js [DIR]
 //
 // Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE
-// (default), TOOLS_TASK_QUEUE (toolgate-ts-tools), REFUNDS_DIR (or DIR;
+// (default), TOOLS_TASK_QUEUE (toolgate-ts-tools), TOOLGATE_WORKER_PUB (the
+// gate's worker public key file, DATA/worker.pub; default
+// ../../.toolgate/worker.pub, toolgate dev's from the root of the clone):
+// the keys whose permits this worker takes, REFUNDS_DIR (or DIR;
 // default ./refunds): where the refunds are paid. REFUND_HANG_AFTER_PAYING=1
 // makes the first attempt of each refund hang after paying, never answering,
 // as a worker that dies between its side effect and its answer: kill it, start
@@ -18,6 +23,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
+import { guardAll, readPublicKeys } from './permit';
 import { ToolRequest } from './toolgate';
 
 const address = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
@@ -25,6 +31,7 @@ const namespace = process.env.TEMPORAL_NAMESPACE || 'default';
 const taskQueue = process.env.TOOLS_TASK_QUEUE || 'toolgate-ts-tools';
 const refundsDir = path.resolve(process.env.REFUNDS_DIR || process.argv[2] || 'refunds');
 const hangAfterPaying = process.env.REFUND_HANG_AFTER_PAYING === '1';
+const workerPub = path.resolve(process.env.TOOLGATE_WORKER_PUB || path.join('..', '..', '.toolgate', 'worker.pub'));
 
 /** The refunds paid: one file per idempotency key, standing for a payment provider that takes the key. */
 const paidDir = path.join(refundsDir, 'paid');
@@ -116,6 +123,8 @@ export async function fx_rate_ts(req: ToolRequest<{ pair: string }>): Promise<ob
 }
 
 async function main(): Promise<void> {
+  // The gate's worker public key: each tool runs only with a permit it signed.
+  const keys = readPublicKeys(workerPub);
   fs.mkdirSync(paidDir, { recursive: true });
   const connection = await NativeConnection.connect({ address });
   try {
@@ -123,9 +132,12 @@ async function main(): Promise<void> {
       connection,
       namespace,
       taskQueue,
-      activities: { refund_ts, order_status_ts, fx_rate_ts },
+      activities: guardAll({ keys }, { refund_ts, order_status_ts, fx_rate_ts }),
     });
-    console.log(`tools worker polling task queue ${taskQueue} at ${address} (namespace ${namespace}); refunds paid under ${refundsDir}`);
+    console.log(
+      `tools worker polling task queue ${taskQueue} at ${address} (namespace ${namespace}); refunds paid under ${refundsDir}; ` +
+        `permits checked against ${workerPub}`,
+    );
     await worker.run(); // until SIGINT or SIGTERM
   } finally {
     await connection.close();

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/nexusserve"
+	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/worker"
@@ -164,13 +166,19 @@ func remoteFlow() flow {
 					Timeout: 10 * time.Second, Retry: tool.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second}}},
 				tool.Tool{Spec: tool.Spec{Name: "order_status_remote", Description: "Read an order (hosted elsewhere)", TaskQueue: remoteQueue,
 					Activity: "order_status", Timeout: 10 * time.Second}})
+			// The host checks each request's permit (permit.Guard) against
+			// the worker's public key, as a host given DATA/worker.pub does.
+			if opts.WorkerKey == nil {
+				return nil, errors.New("the remote flow needs the worker's key: its tools' host checks the permits it signs")
+			}
+			v := permit.NewHostVerifier(permit.NewKeys(opts.WorkerKey.Public().(ed25519.PublicKey)))
 			w := sdkworker.New(cl, remoteQueue, sdkworker.Options{})
-			w.RegisterActivityWithOptions(func(_ context.Context, req tool.Request) (map[string]any, error) {
+			w.RegisterActivityWithOptions(permit.Guard(v, func(_ context.Context, req tool.Request) (map[string]any, error) {
 				return map[string]any{"refund_id": "R-1", "idempotency_key": req.IdempotencyKey}, nil
-			}, activity.RegisterOptions{Name: "refund_remote"})
-			w.RegisterActivityWithOptions(func(_ context.Context, req tool.Request) (map[string]any, error) {
+			}), activity.RegisterOptions{Name: "refund_remote"})
+			w.RegisterActivityWithOptions(permit.Guard(v, func(_ context.Context, req tool.Request) (map[string]any, error) {
 				return map[string]any{"order": "O-1", "status": "delivered"}, nil
-			}, activity.RegisterOptions{Name: "order_status"})
+			}), activity.RegisterOptions{Name: "order_status"})
 			if err := w.Start(); err != nil {
 				return nil, err
 			}
