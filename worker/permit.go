@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolgate/toolgate/permit"
@@ -68,7 +67,7 @@ func newPermits(o Options, cfg workflows.WorkerConfig) (*permits, error) {
 // sign is the PermitActivity: it signs a permit for a run whose rules for
 // the tool are this worker's own, and — under a policy — whose decision it
 // verifies against its own policy; it refuses any other.
-func (p *permits) sign(ctx context.Context, req workflows.PermitRequest) (string, error) {
+func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, error) {
 	c := req.Claims
 	own, ok := p.rules[c.Tool]
 	switch {
@@ -89,9 +88,6 @@ func (p *permits) sign(ctx context.Context, req workflows.PermitRequest) (string
 	}
 	c.ID = permit.IDFor(c.WorkflowID, c.RunID, c.ActivityID)
 	c.IssuedAt = time.Now().Unix()
-	if activity.IsActivity(ctx) {
-		c.IssuedAt = activity.GetInfo(ctx).StartedTime.Unix()
-	}
 	return permit.Sign(p.key, c)
 }
 
