@@ -21,8 +21,8 @@ const staticBinaryEnv = "TOOLGATE_STATIC_BINARY"
 
 // TestDockerfileBinaryIsStaticAndServesTheComposeWorker checks what the image
 // relies on in the binary the Dockerfile's build line made: it is static
-// (distroless/static has no libc), it starts, and its worker subcommand
-// accepts every flag docker-compose.yml passes.
+// (distroless/static has no libc), it starts, and its worker, dev and
+// pending subcommands accept every flag docker-compose.yml passes them.
 func TestDockerfileBinaryIsStaticAndServesTheComposeWorker(t *testing.T) {
 	bin := os.Getenv(staticBinaryEnv)
 	if bin == "" {
@@ -49,12 +49,20 @@ func TestDockerfileBinaryIsStaticAndServesTheComposeWorker(t *testing.T) {
 		t.Errorf("toolgate --help: %v\n%s", err, out)
 	}
 
-	// `worker -h` prints the worker's help, every flag of its flag set among it.
-	help, _ := exec.CommandContext(ctx, bin, "worker", "-h").CombinedOutput()
-	for _, flag := range commandFlags(loadCompose(t).service(t, workerService).Command) {
-		if !strings.Contains(string(help), "-"+strings.TrimPrefix(flag, "--")+" ") &&
-			!strings.Contains(string(help), "-"+strings.TrimPrefix(flag, "--")+"\n") {
-			t.Errorf("toolgate worker does not accept %s; its flags:\n%s", flag, help)
+	// `SUBCOMMAND -h` prints its help, every flag of its flag set among it:
+	// the worker's, the server's and the server's healthcheck's flags.
+	c := loadCompose(t)
+	for _, cmd := range [][]string{
+		c.service(t, workerService).Command,
+		c.service(t, serverService).Command,
+		c.service(t, serverService).Healthcheck.Test[2:],
+	} {
+		help, _ := exec.CommandContext(ctx, bin, cmd[0], "-h").CombinedOutput()
+		for _, flag := range commandFlags(cmd) {
+			if !strings.Contains(string(help), "-"+strings.TrimPrefix(flag, "--")+" ") &&
+				!strings.Contains(string(help), "-"+strings.TrimPrefix(flag, "--")+"\n") {
+				t.Errorf("toolgate %s does not accept %s; its flags:\n%s", cmd[0], flag, help)
+			}
 		}
 	}
 }

@@ -19,7 +19,8 @@ import (
 // sqlToolStep is one temporal-sql-tool line of deploy/setup-postgres.sh.
 var sqlToolStep = regexp.MustCompile(`(?m)^temporal-sql-tool --plugin (\S+) .*--db (\S+) (create|setup-schema -v (\S+)|update-schema -d /etc/temporal/schema/(\S+))$`)
 
-// `toolgate dev --db` and docker-compose.yml's schema job agree: the same
+// `toolgate dev --db` (which docker-compose.yml's server runs) and
+// deploy/setup-postgres.sh, for a stock server of one's own, agree: the same
 // plugin family, the same two databases (DB and DB_visibility), the same
 // initial version and the same versioned schema directories — and those
 // end at the versions the server release declares, which Start applies.
@@ -44,9 +45,11 @@ func TestPostgresSchemaAgreesWithCompose(t *testing.T) {
 			updates[m[2]] = m[5]
 		}
 	}
+	// docker-compose.yml's server is `toolgate dev --db postgres://…`: Start
+	// itself, so it creates and migrates the databases as above.
 	var dc struct {
 		Services map[string]struct {
-			Environment map[string]string `yaml:"environment"`
+			Command []string `yaml:"command"`
 		} `yaml:"services"`
 	}
 	raw, err := os.ReadFile("../docker-compose.yml")
@@ -56,8 +59,9 @@ func TestPostgresSchemaAgreesWithCompose(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &dc); err != nil {
 		t.Fatal(err)
 	}
-	if db := dc.Services["temporal"].Environment["DB"]; db+"_pgx" != PostgresPlugin {
-		t.Errorf("docker-compose.yml's server runs on DB=%s; Start uses %s", db, PostgresPlugin)
+	cmd := dc.Services["temporal"].Command
+	if i := slices.Index(cmd, "--db"); len(cmd) == 0 || cmd[0] != "dev" || i < 0 || i+1 >= len(cmd) || !strings.HasPrefix(cmd[i+1], "postgres://") {
+		t.Errorf("docker-compose.yml's server runs %q; want toolgate dev --db postgres://…, which migrates as Start does", cmd)
 	}
 	want := map[string]string{
 		"temporal":                    PostgresSchema + "/versioned",
