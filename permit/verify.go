@@ -173,7 +173,7 @@ func (t TemporalClaimer) Claim(ctx context.Context, c Claims, claimant string) e
 	}
 	ns, tq := t.Namespace, cmp.Or(t.TaskQueue, ClaimQueue)
 	if ns == "" {
-		ns = activity.GetInfo(ctx).WorkflowNamespace
+		ns = activity.GetInfo(ctx).Namespace
 	}
 	sum := sha256.Sum256([]byte(claimant))
 	wid := ClaimPrefix + c.ID
