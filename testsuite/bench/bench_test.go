@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"github.com/toolgate/toolgate/tool"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -78,13 +80,16 @@ func TestEventsPerCallKinds(t *testing.T) {
 	// upserts the status back to running and schedules the activity.
 	human := map[string]int{"UpsertWorkflowSearchAttributes": 2, "TimerStarted": 1, "TimerCanceled": 1,
 		"WorkflowTaskScheduled": 1, "WorkflowTaskStarted": 1, "WorkflowTaskCompleted": 1}
+	// A regular activity of AgentRun carries a permit (rules version 11):
+	// the toolgate.permit local activity's marker, in the same task.
+	permitted := plus(activityAndTask, map[string]int{"MarkerRecorded": 1})
 	want := map[string]map[string]int{
 		"memo hit":                                    {},
-		"miss, regular activity":                      activityAndTask,
+		"miss, regular activity":                      permitted,
 		"miss, local activity":                        {"MarkerRecorded": 1},
-		"destructive, approved (always_approve)":      activityAndTask,
-		"destructive, blocked then approved (signal)": plus(plus(activityAndTask, human), map[string]int{"WorkflowExecutionSignaled": 1}),
-		"destructive, blocked then approved (update)": plus(plus(activityAndTask, human),
+		"destructive, approved (always_approve)":      permitted,
+		"destructive, blocked then approved (signal)": plus(plus(permitted, human), map[string]int{"WorkflowExecutionSignaled": 1}),
+		"destructive, blocked then approved (update)": plus(plus(permitted, human),
 			map[string]int{"WorkflowExecutionUpdateAccepted": 1, "WorkflowExecutionUpdateCompleted": 1}),
 		"bare Temporal: activity":       activityAndTask,
 		"bare Temporal: local activity": {"MarkerRecorded": 1},
@@ -113,7 +118,7 @@ func TestEventsPerCallKinds(t *testing.T) {
 	// config local activity's marker, status upserts, version markers …) is
 	// the same whatever the call; the first human decision costs what every
 	// later one does.
-	fixed := first["miss, regular activity"] - first["bare Temporal: activity"]
+	fixed := first["miss, regular activity"] - 1 - first["bare Temporal: activity"] // less the permit's marker
 	require.Positive(t, fixed)
 	require.Equal(t, fixed, first["miss, local activity"]-first["bare Temporal: local activity"])
 	require.Equal(t, first["miss, regular activity"], first["memo hit"])
@@ -188,8 +193,16 @@ func TestBareMakesTheSameCalls(t *testing.T) {
 	for i := range sa {
 		require.Equal(t, sa[i].GetActivityType().GetName(), sb[i].GetActivityType().GetName())
 		require.Equal(t, sa[i].GetActivityId(), sb[i].GetActivityId())
-		// Same request but for the workflow and run ids inside the idempotency key.
-		a := strings.ReplaceAll(strings.ReplaceAll(string(sa[i].GetInput().GetPayloads()[0].GetData()), agent.ID, "WID"), agent.RunID, "RID")
+		// Same request but for the workflow and run ids inside the
+		// idempotency key, and the permit AgentRun's carries (the bare
+		// baseline's tools, on a worker of their own, check none).
+		var req tool.Request
+		require.NoError(t, json.Unmarshal(sa[i].GetInput().GetPayloads()[0].GetData(), &req))
+		require.NotEmpty(t, req.Permit, "AgentRun's call carries a permit")
+		req.Permit = ""
+		raw, err := json.Marshal(req)
+		require.NoError(t, err)
+		a := strings.ReplaceAll(strings.ReplaceAll(string(raw), agent.ID, "WID"), agent.RunID, "RID")
 		b := strings.ReplaceAll(strings.ReplaceAll(string(sb[i].GetInput().GetPayloads()[0].GetData()), bare.ID, "WID"), bare.RunID, "RID")
 		require.JSONEq(t, a, b)
 	}

@@ -30,8 +30,9 @@ func requireSane(t *testing.T, c CallTiming) {
 // order, with its parts.
 func TestPositionsOfARealRun(t *testing.T) {
 	e, ctx := sharedEnv(t), testCtx(t)
-	// One regular call adds 6 events; a 1-call run has 16 (AgentRun) or 11 (bare): see TestEventsPerCallKinds.
-	for wf, events := range map[string]int{WorkflowAgentRun: 16 + 4*6, WorkflowBare: 11 + 4*6} {
+	// One regular call adds 6 events (AgentRun's 7: its permit's marker); a
+	// 1-call run has 17 (AgentRun) or 11 (bare): see TestEventsPerCallKinds.
+	for wf, events := range map[string]int{WorkflowAgentRun: 17 + 4*7, WorkflowBare: 11 + 4*6} {
 		p, err := PositionsOf(ctx, e, wf, 5, 0)
 		require.NoError(t, err, wf)
 		require.Equal(t, []int{events}, p.Events, wf)
@@ -86,7 +87,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 	e, ctx := sharedEnv(t), testCtx(t)
 	rt, err := ApprovalRoundTrip(ctx, e, 1)
 	require.NoError(t, err)
-	require.Equal(t, 25, rt.Events, "a 1-call run blocked then approved by update (TestEventsPerCallKinds)")
+	require.Equal(t, 26, rt.Events, "a 1-call run blocked then approved by update (TestEventsPerCallKinds)")
 	require.Positive(t, rt.Update)
 	require.GreaterOrEqual(t, rt.ToScheduled, time.Duration(0))
 	require.GreaterOrEqual(t, rt.ToStarted, rt.ToScheduled)
