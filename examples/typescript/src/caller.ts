@@ -11,13 +11,14 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { cancellableClose, callOnce, cancelSignal, ticketAgent } from './workflows';
+import { workerMetadata } from './credential';
 
 const address = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
 const namespace = process.env.TEMPORAL_NAMESPACE || 'default';
 const taskQueue = process.env.CALLER_TASK_QUEUE || 'toolgate-ts-agents';
 
 async function runWorker(): Promise<void> {
-  const connection = await NativeConnection.connect({ address });
+  const connection = await NativeConnection.connect({ address, metadata: workerMetadata() });
   try {
     const worker = await Worker.create({
       connection,

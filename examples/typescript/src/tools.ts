@@ -25,6 +25,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { guardAll, readPublicKeys } from './permit';
 import { ToolRequest } from './toolgate';
+import { workerMetadata } from './credential';
 
 const address = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
 const namespace = process.env.TEMPORAL_NAMESPACE || 'default';
@@ -126,7 +127,7 @@ async function main(): Promise<void> {
   // The gate's worker public key: each tool runs only with a permit it signed.
   const keys = readPublicKeys(workerPub);
   fs.mkdirSync(paidDir, { recursive: true });
-  const connection = await NativeConnection.connect({ address });
+  const connection = await NativeConnection.connect({ address, metadata: workerMetadata() });
   try {
     const worker = await Worker.create({
       connection,
