@@ -23,6 +23,7 @@ package permit
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -64,8 +65,7 @@ var (
 // Claims are what a permit says.
 type Claims struct {
 	Version int `json:"v"`
-	// ID names this permit for its claim (Claimer): unique per scheduled
-	// activity of an honest run (IDFor).
+	// ID names this permit for its claim (Claimer): random (NewID).
 	ID string `json:"jti"`
 	// KeyID names the worker key that signed it (KeyID).
 	KeyID string `json:"kid"`
@@ -96,8 +96,20 @@ type Claims struct {
 	IssuedAt int64 `json:"iat"`
 }
 
-// IDFor is the ID of the permit of one scheduled activity: the first half
-// of the SHA-256 of its workflow id, run id and activity id.
+// NewID is a permit's ID as a worker signs it: 128 random bits, so that no
+// one can start a permit's claim (ClaimPrefix+ID) before the activity it
+// was signed for does without having read the permit first.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("permit: crypto/rand: " + err.Error()) // never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// IDFor is a deterministic permit ID for one scheduled activity: the first
+// half of the SHA-256 of its workflow id, run id and activity id. Tests use
+// it; a worker signs with NewID.
 func IDFor(workflowID, runID, activityID string) string {
 	sum := sha256.Sum256([]byte(workflowID + "\x00" + runID + "\x00" + activityID))
 	return hex.EncodeToString(sum[:16])

@@ -86,7 +86,7 @@ func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, 
 			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("no permit for %s: %v", c.Tool, err), workflows.RefusedUnverified, nil)
 		}
 	}
-	c.ID = permit.IDFor(c.WorkflowID, c.RunID, c.ActivityID)
+	c.ID = permit.NewID()
 	c.IssuedAt = time.Now().Unix()
 	return permit.Sign(p.key, c)
 }
