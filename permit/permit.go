@@ -33,6 +33,8 @@ import (
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/toolgate/toolgate/internal/text"
 )
 
 // Type is the "typ" header of every permit: no approver's token
@@ -261,9 +263,10 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// cut is s within n bytes (at a rune boundary), "…" marking a cut.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return text.Cut(s, n) + "…"
 }

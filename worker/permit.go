@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -78,7 +79,7 @@ func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, 
 			"no permit for %s: this run is held to rules (the policy, the always_approve switch and the tool's spec; digest %s) "+
 				"that differ from this worker's own (%s); a run's rules are the worker's, never what a run recorded: "+
 				"a worker changed its policy or tools while the run was open, or something other than this worker answered the run's first workflow task",
-			c.Tool, c.Rules[:min(16, len(c.Rules))], own[:16]), workflows.RefusedRules, nil)
+			c.Tool, text.Cut(c.Rules, 16), own[:16]), workflows.RefusedRules, nil)
 	}
 	c.Destructive = p.specs[c.Tool].Destructive
 	if p.engine != nil {
@@ -121,13 +122,13 @@ func (p *permits) verifyDecision(req workflows.PermitRequest, destructive bool) 
 	case tool.ApprovedByRule:
 		v := p.engine.Evaluate(c.Tool, destructive, req.Args, req.RequestedBy)
 		if v.Decide != policy.Allow || "rule:"+v.Rule != c.Approver {
-			return fmt.Errorf("the run says %s let it through, but this worker's policy decides %s by rule %q", clip(c.Approver, 80), v.Decide, v.Rule)
+			return fmt.Errorf("the run says %s let it through, but this worker's policy decides %s by rule %q", text.Clip(c.Approver, 80), v.Decide, v.Rule)
 		}
 		return nil
 	case tool.ApprovedAtGate, tool.ApprovedInterrupt:
 		return p.verifyApprovals(req, destructive)
 	}
-	return fmt.Errorf("a decision of kind %q, which this worker's policy does not make", clip(c.Kind, 32))
+	return fmt.Errorf("a decision of kind %q, which this worker's policy does not make", text.Clip(c.Kind, 32))
 }
 
 // verifyApprovals checks the signed approvals of a call decided by humans.
@@ -156,9 +157,9 @@ func (p *permits) verifyApprovals(req workflows.PermitRequest, destructive bool)
 		return nil
 	}
 	msg := fmt.Sprintf("the run says %s approved it, but it carries %d signed approval(s) of this call by approvers of this worker's own policy, and the policy needs %d",
-		clip(c.Approver, 200), len(approvers), need.Count)
+		text.Clip(c.Approver, 200), len(approvers), need.Count)
 	if len(why) > 0 {
-		msg += " (" + clip(strings.Join(why, "; "), 600) + ")"
+		msg += " (" + text.Clip(strings.Join(why, "; "), 600) + ")"
 	}
 	return errors.New(msg)
 }
@@ -179,10 +180,10 @@ func (p *permits) verifyApproval(tok string, c permit.Claims, need policy.Approv
 		key, ok = pol.ViaPublicKey()
 	}
 	if !ok {
-		return "", fmt.Errorf("%q is not an approver of this worker's policy", clip(claims.Approver, 80))
+		return "", fmt.Errorf("%q is not an approver of this worker's policy", text.Clip(claims.Approver, 80))
 	}
 	if _, err := signed.Verify(tok, key); err != nil {
-		return "", fmt.Errorf("%s's token: %v", clip(claims.Approver, 80), err)
+		return "", fmt.Errorf("%s's token: %v", text.Clip(claims.Approver, 80), err)
 	}
 	kind := claims.Kind
 	if kind == "" {
@@ -191,11 +192,11 @@ func (p *permits) verifyApproval(tok string, c permit.Claims, need policy.Approv
 	edited := claims.EditedDigest
 	switch {
 	case claims.Action != signed.ActionApprove:
-		return "", fmt.Errorf("%s's token signs %q", claims.Approver, clip(claims.Action, 32))
+		return "", fmt.Errorf("%s's token signs %q", claims.Approver, text.Clip(claims.Action, 32))
 	case claims.WorkflowID != c.WorkflowID || claims.CallID != c.CallID:
-		return "", fmt.Errorf("%s's token approves call %s of %s", claims.Approver, clip(claims.CallID, 32), clip(claims.WorkflowID, 80))
+		return "", fmt.Errorf("%s's token approves call %s of %s", claims.Approver, text.Clip(claims.CallID, 32), text.Clip(claims.WorkflowID, 80))
 	case kind != c.Kind:
-		return "", fmt.Errorf("%s's token approves a %s question", claims.Approver, clip(kind, 32))
+		return "", fmt.Errorf("%s's token approves a %s question", claims.Approver, text.Clip(kind, 32))
 	case edited != c.ArgsDigest && (edited != "" || claims.ArgsDigest != c.ArgsDigest):
 		return "", fmt.Errorf("%s's token approves other arguments", claims.Approver)
 	}
@@ -203,11 +204,4 @@ func (p *permits) verifyApproval(tok string, c permit.Claims, need policy.Approv
 		return "", err
 	}
 	return claims.Approver, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
