@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/internal/names"
 	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
@@ -52,18 +53,25 @@ const DefaultApprover = "agui"
 // write themselves — the run's (workflows.ReservedApprovers: a rule that
 // decided, a grant, always_approve), an MCP client's user
 // (elicitation:NAME), a webhook's or a Slack message's link (webhook:…,
-// slack:…) — so a metadata.approver that starts with one (in any case) is
-// refused: it would pass a human's decision off as one of those.
-var ReservedApproverPrefixes = append(slices.Clone(workflows.ReservedApprovers), "elicitation:", "webhook:", "slack:")
+// slack:…: workflows.DoorApprovers) — so a metadata.approver that starts
+// with one, in any case or spelt with look-alike letters (names.LooksLike),
+// is refused: it would pass a human's decision off as one of those. So is
+// one that looks like workflows.WithdrawnBy, and one that does not read as
+// it is written (names.Check). A run of rules version 12 refuses them too;
+// this endpoint says so before anything reaches the run.
+var ReservedApproverPrefixes = append(slices.Clone(workflows.ReservedApprovers), workflows.DoorApprovers...)
 
-// reservedPrefix is the reserved prefix name starts with, or "".
+// reservedPrefix is the reserved prefix name starts with, or looks like it
+// starts with, or "".
 func reservedPrefix(name string) string {
-	for _, p := range ReservedApproverPrefixes {
-		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
-			return p
-		}
-	}
-	return ""
+	p, _ := names.LooksLike(name, ReservedApproverPrefixes)
+	return p
+}
+
+// isWithdrawnBy reports whether name is, or looks like, workflows.WithdrawnBy.
+func isWithdrawnBy(name string) bool {
+	_, ok := names.LooksLike(name, []string{workflows.WithdrawnBy})
+	return ok
 }
 
 var interruptIDPattern = regexp.MustCompile(`^(c-[1-9][0-9]{0,9}):(gate|interrupt):([0-9a-f]{16})$`)
@@ -96,10 +104,15 @@ func parseResumeEntry(i int, raw json.RawMessage) (resumeEntry, *badRequest) {
 			return e, refuse(400, "%s.metadata.approver: %d bytes, at most %d", at, len(m.Approver), workflows.MaxNameBytes)
 		case m.Approver != "" && checkID(at+".metadata.approver", m.Approver) != nil:
 			return e, refuse(400, "%s.metadata.approver: control characters are refused", at)
+		case m.Approver != "" && names.Check(m.Approver) != nil:
+			return e, refuse(400, "%s.metadata.approver %q: %v; name the human who decides as the name reads", at, text.Clip(m.Approver, 100), names.Check(m.Approver))
 		case reservedPrefix(m.Approver) != "":
-			return e, refuse(400, "%s.metadata.approver %q: names starting with %s are reserved for what the run and the doors record themselves "+
+			return e, refuse(400, "%s.metadata.approver %q: names starting with (or looking like) %s are reserved for what the run and the doors record themselves "+
 				"(a rule, a grant, a policy, an MCP elicitation, a webhook's or a Slack link); name the human who decides",
 				at, text.Clip(m.Approver, 100), strings.Join(ReservedApproverPrefixes, ", "))
+		case isWithdrawnBy(m.Approver):
+			return e, refuse(400, "%s.metadata.approver %q: %s is who the run records for a call its caller withdrew; name the human who decides",
+				at, text.Clip(m.Approver, 100), workflows.WithdrawnBy)
 		}
 	}
 	p := e.Payload

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -49,6 +50,11 @@ type Client struct {
 	dc        converter.DataConverter
 	fc        converter.FailureConverter
 	namespace string
+	// authority reads the fleet ledger (Guards): given (WithAuthority) or
+	// made over tc's connection for authorityNS at first use.
+	authMu      sync.Mutex
+	authority   sdkclient.Client
+	authorityNS string
 }
 
 // Option configures a Client.
@@ -73,8 +79,15 @@ func WithFailureConverter(fc converter.FailureConverter) Option { return func(c 
 func WithConnection(conn *connect.Conn) Option {
 	return func(c *Client) {
 		c.dc, c.fc, c.namespace = conn.Options.DataConverter, conn.Options.FailureConverter, conn.Options.Namespace
+		c.authorityNS = conn.AuthorityNamespace
 	}
 }
+
+// WithAuthority sets the client of the authority namespace the fleet
+// ledger is read from (Guards); default: one over tc's connection, for the
+// connection's authority namespace (WithConnection), else the namespace +
+// authority.Suffix. A person needs only read access to it.
+func WithAuthority(ac sdkclient.Client) Option { return func(c *Client) { c.authority = ac } }
 
 // WithNamespace names tc's namespace (default "default"), which a rewind's
 // reset names. Dial sets the connection's.

@@ -1,12 +1,23 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolgate/toolgate/authority"
+	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/signed"
 )
@@ -44,18 +55,66 @@ func (c *Client) toggle(ctx context.Context, taskQueue, tool, reason, operator s
 	if err != nil {
 		return ledger.View{}, fmt.Errorf("signing the %s: %w", action, err)
 	}
-	v, err := ledger.Toggle(ctx, c.tc, taskQueue, pause, tok)
+	v, err := c.relay(ctx, taskQueue, ledger.Act{Pause: pause, Token: tok})
 	if err != nil {
 		return ledger.View{}, err // the ledger's refusal says why ("pause refused: …")
 	}
 	return v, nil
 }
 
+// ActTimeout bounds how long an operator's act waits for a worker of the
+// task queue to carry it to the fleet ledger.
+const ActTimeout = 2 * time.Minute
+
+// relay sends a signed act to the fleet ledger of taskQueue through a
+// worker of that queue (ledger.ActWorkflow, in the runs' namespace): the
+// ledger lives in the authority namespace, which only workers write. The
+// ledger checks the act's signature and takes its token once, so the
+// relay's workflow, which anyone may start, carries nothing it could
+// forge.
+func (c *Client) relay(ctx context.Context, taskQueue string, a ledger.Act) (ledger.View, error) {
+	sum := sha256.Sum256([]byte(a.Token))
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       "toolgate-act-" + hex.EncodeToString(sum[:16]),
+		TaskQueue:                taskQueue,
+		WorkflowExecutionTimeout: ActTimeout,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, ledger.ActWorkflow, a)
+	if err != nil {
+		return ledger.View{}, fmt.Errorf("sending the act to a worker of task queue %s: %w", taskQueue, err)
+	}
+	var v ledger.View
+	err = run.Get(ctx, &v)
+	var (
+		ae      *temporal.ApplicationError
+		timeout *temporal.TimeoutError
+	)
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.As(err, &ae):
+		return ledger.View{}, errors.New(ae.Message())
+	case errors.As(err, &timeout):
+		return ledger.View{}, fmt.Errorf("no worker of task queue %s carried the act to the fleet ledger within %s: an operator's act goes through a worker of the queue", taskQueue, ActTimeout)
+	}
+	return ledger.View{}, fmt.Errorf("the act (workflow %s): %w", run.GetID(), err)
+}
+
 // Guards answers the fleet ledger of taskQueue: each guard's use within its
 // window, and the tools paused. A ledger never started has nothing to show:
-// the View is empty and ok false.
+// the View is empty and ok false. It reads the ledger in the authority
+// namespace (WithAuthority, else the namespace + authority.Suffix over the
+// same connection); a worker with no authority namespace keeps its ledger
+// in the runs' namespace, read there.
 func (c *Client) Guards(ctx context.Context, taskQueue string) (v ledger.View, ok bool, err error) {
-	v, err = ledger.Guards(ctx, c.tc, taskQueue)
+	ac, err := c.authorityClient(ctx)
+	if err == nil {
+		v, err = ledger.Guards(ctx, ac, taskQueue)
+	}
+	var nf *serviceerror.NamespaceNotFound
+	if errors.As(err, &nf) {
+		v, err = ledger.Guards(ctx, c.tc, taskQueue)
+	}
 	if errors.Is(err, ledger.ErrNotStarted) {
 		return ledger.View{}, false, nil
 	}
@@ -63,4 +122,24 @@ func (c *Client) Guards(ctx context.Context, taskQueue string) (v ledger.View, o
 		return ledger.View{}, false, fmt.Errorf("reading the fleet ledger of task queue %s: %w", taskQueue, err)
 	}
 	return v, true, nil
+}
+
+// authorityClient is the client of the authority namespace: the one given
+// (WithAuthority), else one made over tc's connection, once.
+func (c *Client) authorityClient(ctx context.Context) (sdkclient.Client, error) {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	if c.authority != nil {
+		return c.authority, nil
+	}
+	ns := c.authorityNS
+	if ns == "" {
+		ns = authority.Namespace(cmp.Or(c.namespace, connect.DefaultNamespace))
+	}
+	ac, err := sdkclient.NewClientFromExistingWithContext(ctx, c.tc, sdkclient.Options{Namespace: ns, DataConverter: c.dc, FailureConverter: c.fc})
+	if err != nil {
+		return nil, fmt.Errorf("a client of the authority namespace %s: %w", ns, err)
+	}
+	c.authority = ac
+	return ac, nil
 }

@@ -39,6 +39,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/encryption"
 	"github.com/toolgate/toolgate/internal/private"
 )
@@ -58,6 +59,11 @@ type Settings struct {
 	Profile, ConfigFile string
 	// Address and Namespace override the profile and the environment.
 	Address, Namespace string
+	// AuthorityNamespace is the namespace where only workers write (package
+	// authority): uses claimed, the fleet ledger. Empty:
+	// TOOLGATE_AUTHORITY_NAMESPACE (unless Isolated), else the namespace +
+	// authority.Suffix.
+	AuthorityNamespace string
 	// APIKey overrides TEMPORAL_API_KEY and the profile's api_key.
 	APIKey string
 	// TokenFile is a file holding a bearer token (mode 0600), sent as
@@ -100,6 +106,7 @@ type Settings struct {
 func (s *Settings) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Address, "address", s.Address, "Temporal frontend host:port (default: the profile's, $TEMPORAL_ADDRESS or "+DefaultAddress+")")
 	fs.StringVar(&s.Namespace, "namespace", s.Namespace, "Temporal namespace (default: the profile's, $TEMPORAL_NAMESPACE or "+DefaultNamespace+")")
+	fs.StringVar(&s.AuthorityNamespace, "authority-namespace", s.AuthorityNamespace, "the namespace only workers write, where uses are claimed and the fleet ledger lives (default: $TOOLGATE_AUTHORITY_NAMESPACE, else the namespace + "+authority.Suffix+")")
 	fs.StringVar(&s.Profile, "profile", s.Profile, "profile of the Temporal config file, shared with the temporal CLI (default: $TEMPORAL_PROFILE or default)")
 	fs.StringVar(&s.ConfigFile, "config-file", s.ConfigFile, "Temporal config file (TOML; default: $TEMPORAL_CONFIG_FILE or the temporal CLI's temporal.toml)")
 	fs.StringVar(&s.APIKey, "api-key", s.APIKey, "API key, sent as authorization: Bearer KEY; turns TLS on (default: $TEMPORAL_API_KEY or the profile's; prefer the variable: a flag shows in the process list)")
@@ -144,6 +151,8 @@ type Conn struct {
 	Keyring *encryption.Keyring
 	// Profile is the profile file's profile that was read ("" when none).
 	Profile string
+	// AuthorityNamespace is the authority namespace (Settings.AuthorityNamespace).
+	AuthorityNamespace string
 
 	tls        bool
 	tlsCert    string
@@ -231,6 +240,13 @@ func (s Settings) Resolve() (*Conn, error) {
 	}
 	if prof.Namespace == "" {
 		prof.Namespace = DefaultNamespace
+	}
+	c.AuthorityNamespace = s.AuthorityNamespace
+	if c.AuthorityNamespace == "" && !s.Isolated {
+		c.AuthorityNamespace, _ = env.LookupEnv("TOOLGATE_AUTHORITY_NAMESPACE")
+	}
+	if c.AuthorityNamespace == "" {
+		c.AuthorityNamespace = authority.Namespace(prof.Namespace)
 	}
 	if s.APIKey != "" {
 		prof.APIKey = s.APIKey
@@ -400,4 +416,25 @@ func Dial(ctx context.Context, s Settings, edit func(*client.Options)) (client.C
 		return nil, nil, Explain(c, err)
 	}
 	return tc, c, nil
+}
+
+// DialAuthority makes the client of the authority namespace over tc's
+// connection (tc must have been dialled with c), and checks that the
+// namespace exists, saying how to make it when it does not. edit, if not
+// nil, adjusts the options first, as for Dial.
+func (c *Conn) DialAuthority(ctx context.Context, tc client.Client, edit func(*client.Options)) (*authority.Conn, error) {
+	opts := c.Options
+	opts.Namespace = c.AuthorityNamespace
+	if edit != nil {
+		edit(&opts)
+	}
+	ac, err := client.NewClientFromExistingWithContext(ctx, tc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("the authority namespace %s: %w", c.AuthorityNamespace, err)
+	}
+	if err := authority.Check(ctx, ac, c.AuthorityNamespace); err != nil {
+		ac.Close()
+		return nil, err
+	}
+	return &authority.Conn{Client: ac, Namespace: c.AuthorityNamespace}, nil
 }

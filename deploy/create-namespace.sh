@@ -1,6 +1,8 @@
 #!/bin/sh
-# Prepares the namespace toolgate's workers run in: creates it if it is
-# missing and adds toolgate's search attributes (the worker is started with
+# Prepares the namespaces toolgate's workers run in: the runs' namespace and
+# its authority namespace (NAMESPACE-authority, or $AUTHORITY_NAMESPACE),
+# where only workers write: uses claimed once and the fleet ledger. Creates
+# each if it is missing, and adds toolgate's search attributes to the first (the worker is started with
 # --search-attributes, so every run keeps them current):
 #
 #   ToolgateStatus        Keyword      the run's status (waiting_for_approval, ...)
@@ -16,6 +18,7 @@
 set -eu
 
 NAMESPACE=${DEFAULT_NAMESPACE:-default}
+AUTHORITY_NAMESPACE=${AUTHORITY_NAMESPACE:-$NAMESPACE-authority}
 TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-temporal:7233}
 TEMPORAL_HOST=$(echo "$TEMPORAL_ADDRESS" | cut -d: -f1)
 TEMPORAL_PORT=$(echo "$TEMPORAL_ADDRESS" | cut -d: -f2)
@@ -48,9 +51,11 @@ retry() {
 echo 'Waiting for the Temporal server to be healthy...'
 retry 24 temporal operator cluster health --address "$ADDRESS"
 
-echo "Creating namespace '$NAMESPACE' if it is missing..."
-temporal operator namespace describe --namespace "$NAMESPACE" --address "$ADDRESS" >/dev/null 2>&1 ||
-	retry 6 temporal operator namespace create --namespace "$NAMESPACE" --address "$ADDRESS"
+for ns in "$NAMESPACE" "$AUTHORITY_NAMESPACE"; do
+	echo "Creating namespace '$ns' if it is missing..."
+	temporal operator namespace describe --namespace "$ns" --address "$ADDRESS" >/dev/null 2>&1 ||
+		retry 6 temporal operator namespace create --namespace "$ns" --address "$ADDRESS"
+done
 
 # A namespace that was just created can take a few seconds to be visible to
 # every service: retry the search attributes for a while.
@@ -61,4 +66,4 @@ retry 12 temporal operator search-attribute create --namespace "$NAMESPACE" --ad
 	--name ToolgateForkedFrom --type Keyword
 
 temporal operator search-attribute list --namespace "$NAMESPACE" --address "$ADDRESS"
-echo "Namespace '$NAMESPACE' is ready for toolgate"
+echo "Namespaces '$NAMESPACE' and '$AUTHORITY_NAMESPACE' are ready for toolgate"

@@ -219,6 +219,41 @@ func TestAuthorizerRoles(t *testing.T) {
 	}
 }
 
+// In the authority namespace a person may only read: every write (start,
+// signal, update, terminate, reset, delete) is refused, saying why; a
+// worker may do anything there.
+func TestAuthorityNamespaceIsWrittenByWorkersOnly(t *testing.T) {
+	a, _ := openTestAuthority(t, t.TempDir())
+	cm := &tokenClaimMapper{a: a}
+	workerTok, err := a.mint(RoleWorker, "w", time.Hour)
+	require.NoError(t, err)
+	worker, err := cm.GetClaims(&authorization.AuthInfo{AuthToken: "Bearer " + workerTok})
+	require.NoError(t, err)
+	person, err := cm.GetClaims(&authorization.AuthInfo{})
+	require.NoError(t, err)
+	az := roleAuthorizer{authority: "default-authority"}
+	authorize := func(c *authorization.Claims, method, ns string) error {
+		_, err := az.Authorize(context.Background(), c, &authorization.CallTarget{APIName: method, Namespace: ns})
+		return err
+	}
+	ws := func(m string) string { return api.WorkflowServicePrefix + m }
+	writes := []string{ws("StartWorkflowExecution"), ws("SignalWorkflowExecution"), ws("SignalWithStartWorkflowExecution"), ws("UpdateWorkflowExecution"),
+		ws("ExecuteMultiOperation"), ws("TerminateWorkflowExecution"), ws("ResetWorkflowExecution"), ws("DeleteWorkflowExecution"),
+		ws("RequestCancelWorkflowExecution")}
+	reads := []string{ws("QueryWorkflow"), ws("GetWorkflowExecutionHistory"), ws("DescribeWorkflowExecution"), ws("ListWorkflowExecutions"), ws("DescribeNamespace")}
+	for _, m := range writes {
+		err := authorize(person, m, "default-authority")
+		var denied *serviceerror.PermissionDenied
+		require.ErrorAs(t, err, &denied, m)
+		assert.Contains(t, err.Error(), "the authority namespace is written by workers only", m)
+		require.NoError(t, authorize(person, m, "default"), "%s in the runs' namespace", m)
+		require.NoError(t, authorize(worker, m, "default-authority"), m)
+	}
+	for _, m := range reads {
+		require.NoError(t, authorize(person, m, "default-authority"), m)
+	}
+}
+
 // codeOf is err's gRPC code: the SDK turns most into serviceerror types,
 // which status.Code does not read.
 func codeOf(err error) codes.Code {

@@ -84,16 +84,38 @@ func (m *tokenClaimMapper) GetClaims(info *authorization.AuthInfo) (*authorizati
 }
 
 // roleAuthorizer allows a call by its claims' role (see AuthOptions).
-type roleAuthorizer struct{}
+type roleAuthorizer struct {
+	authority string // the authority namespace: a person may only read it
+}
 
 var _ authorization.Authorizer = roleAuthorizer{}
+
+// PersonReadAPIs are the APIs the person role may call in the authority
+// namespace: reading it, never writing.
+var PersonReadAPIs = personReadAPIs()
+
+func personReadAPIs() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range []string{
+		"GetClusterInfo", "GetSystemInfo", "DescribeNamespace", "ListNamespaces", "GetSearchAttributes",
+		"QueryWorkflow", "DescribeWorkflowExecution", "GetWorkflowExecutionHistory", "GetWorkflowExecutionHistoryReverse",
+		"ListWorkflowExecutions", "ListOpenWorkflowExecutions", "ListClosedWorkflowExecutions",
+		"ListArchivedWorkflowExecutions", "ScanWorkflowExecutions", "CountWorkflowExecutions",
+		"DescribeTaskQueue", "DescribeSchedule", "ListSchedules", "CountSchedules",
+		"DescribeBatchOperation", "ListBatchOperations",
+	} {
+		m[api.WorkflowServicePrefix+name] = true
+	}
+	m[api.OperatorServicePrefix+"ListSearchAttributes"] = true
+	return m
+}
 
 // Authorize allows the worker role everything, the person role PersonAPIs
 // (minus versioning), and the server's own parts (internal claims, from the
 // internal frontend) everything; it refuses a bad credential with
 // Unauthenticated and a person's call of a worker's API with
 // PermissionDenied, each saying why (frontend.exposeAuthorizerErrors).
-func (roleAuthorizer) Authorize(_ context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
+func (a roleAuthorizer) Authorize(_ context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
 	var g *grant
 	if claims != nil {
 		g, _ = claims.Extensions.(*grant)
@@ -116,6 +138,12 @@ func (roleAuthorizer) Authorize(_ context.Context, claims *authorization.Claims,
 		return allow, nil
 	}
 	method := api.MethodName(target.APIName)
+	if target.Namespace != "" && target.Namespace == a.authority && !PersonReadAPIs[target.APIName] {
+		return authorization.Result{}, serviceerror.NewPermissionDenied(fmt.Sprintf(
+			"toolgate dev: %s in %s refused: the authority namespace is written by workers only (uses claimed, the fleet ledger); "+
+				"this call came with the person role (%q), which may read it; an operator's pause goes through a worker (toolgate guards pause)",
+			method, target.Namespace, g.subject), "role")
+	}
 	if !PersonAPIs[target.APIName] {
 		return authorization.Result{}, serviceerror.NewPermissionDenied(fmt.Sprintf(
 			"toolgate dev: %s is a worker's API, and this call came with the person role (%q): a worker authenticates with the dev server's worker token "+

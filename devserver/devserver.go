@@ -64,6 +64,7 @@ type Server struct {
 	tls       bool
 	httpAddr  string
 	namespace string
+	authority string // the authority namespace (Options.AuthorityNamespace)
 	dbPath    string
 	pg        *pgStores
 	pgLock    *pgLock
@@ -139,7 +140,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	openDirs[dir] = true
 	openMu.Unlock()
 
-	s := &Server{namespace: ns, dbPath: filepath.Join(dir, dbFileName), logger: newServerLogger(opts.Logger)}
+	s := &Server{namespace: ns, authority: opts.authorityNamespace(), dbPath: filepath.Join(dir, dbFileName), logger: newServerLogger(opts.Logger)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -184,10 +185,15 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("devserver: namespace %q: %w", s.namespace, err)
 	}
 	nsCfg.Detail.Config.Retention = timestamp.DurationPtr(NamespaceRetention)
+	authCfg, err := sqliteschema.NewNamespaceConfig(clusterName, s.authority, false, nil)
+	if err != nil {
+		return fmt.Errorf("devserver: namespace %q: %w", s.authority, err)
+	}
+	authCfg.Detail.Config.Retention = timestamp.DurationPtr(NamespaceRetention)
 	// A no-op when the namespace exists; search attributes missing from an
 	// existing namespace are added below, through the operator service.
-	if err := sqliteschema.CreateNamespaces(sqlCfg, nsCfg); err != nil {
-		return fmt.Errorf("devserver: register namespace %q: %w", s.namespace, err)
+	if err := sqliteschema.CreateNamespaces(sqlCfg, nsCfg, authCfg); err != nil {
+		return fmt.Errorf("devserver: register namespaces %q and %q: %w", s.namespace, s.authority, err)
 	}
 	return s.run(ctx, opts, fe, sqlCfg, sqlCfg)
 }
@@ -227,7 +233,7 @@ func (s *Server) run(ctx context.Context, opts Options, fe endpoint, sqlCfg, vis
 		dc          dynamicconfig.StaticClient
 	)
 	if s.auth != nil {
-		authorizer, claimMapper = roleAuthorizer{}, &tokenClaimMapper{a: s.auth}
+		authorizer, claimMapper = roleAuthorizer{authority: s.authority}, &tokenClaimMapper{a: s.auth}
 		dc = dynamicConfigWith(authDynamicConfig(), opts.DynamicConfig)
 	} else {
 		if authorizer, err = authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization); err != nil {
@@ -380,12 +386,14 @@ func (s *Server) ready(ctx context.Context, c client.Client) error {
 		return err
 	}
 	ws := c.WorkflowService()
-	if _, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace}); err != nil {
-		var notFound *serviceerror.NamespaceNotFound
-		if s.pg != nil && errors.As(err, &notFound) {
-			return s.registerNamespace(ctx, ws)
+	for _, ns := range []string{s.namespace, s.authority} {
+		if _, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns}); err != nil {
+			var notFound *serviceerror.NamespaceNotFound
+			if s.pg != nil && errors.As(err, &notFound) {
+				return s.registerNamespace(ctx, ws, ns)
+			}
+			return err
 		}
-		return err
 	}
 	_, err := ws.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
 		Namespace: s.namespace,
@@ -537,6 +545,10 @@ func (s *Server) LocalWorker() (_ LocalWorker, ok bool) {
 
 // Namespace is the namespace Start registered.
 func (s *Server) Namespace() string { return s.namespace }
+
+// AuthorityNamespace is the authority namespace Start registered beside
+// Namespace: only workers write it (package authority).
+func (s *Server) AuthorityNamespace() string { return s.authority }
 
 // HTTPAddress is the frontend HTTP port's host:port, or "" when it is off
 // (the default; see Options.HTTPAPI and Options.Nexus: with Nexus alone it

@@ -6,6 +6,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/server/common/metrics"
 	"google.golang.org/grpc"
+
+	authorityns "github.com/toolgate/toolgate/authority"
 )
 
 // Options configures Start.
@@ -26,7 +28,11 @@ type Options struct {
 	Database  string
 	Address   string // frontend gRPC host:port; "" means 127.0.0.1 and a free port
 	Namespace string // "" means "default"; registered if missing (retention 7 days)
-	UIAddress string // host:port for the Temporal Web UI; "" means no UI
+	// AuthorityNamespace is registered beside Namespace (retention 7 days):
+	// where only workers write (package authority). "": Namespace +
+	// authority.Suffix. With Authorization, a person may only read it.
+	AuthorityNamespace string
+	UIAddress          string // host:port for the Temporal Web UI; "" means no UI
 	// HTTPAPI serves the frontend's HTTP/JSON API on a free port of the
 	// frontend's IP (see HTTPAddress). Off by default: the API has no
 	// authentication and takes cross-origin text/plain POSTs, so a web page in
@@ -91,6 +97,14 @@ type Options struct {
 	// Ignored without UIAddress (so a caller may set it whenever payloads are
 	// encrypted).
 	UICodecEndpoint string
+}
+
+// authorityNamespace is the authority namespace to serve.
+func (o Options) authorityNamespace() string {
+	if o.AuthorityNamespace == "" {
+		return authorityns.Namespace(o.namespace())
+	}
+	return o.AuthorityNamespace
 }
 
 // namespace is the namespace to serve (DefaultNamespace if unset).

@@ -275,7 +275,7 @@ func startPostgres(ctx context.Context, opts Options) (_ *Server, err error) {
 	ns := opts.namespace()
 	ctx, cancel := boundStart(ctx)
 	defer cancel()
-	s := &Server{namespace: ns, pg: p, logger: newServerLogger(opts.Logger)}
+	s := &Server{namespace: ns, authority: opts.authorityNamespace(), pg: p, logger: newServerLogger(opts.Logger)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -303,17 +303,17 @@ func startPostgres(ctx context.Context, opts Options) (_ *Server, err error) {
 	return s, nil
 }
 
-// registerNamespace registers the namespace (retention NamespaceRetention)
+// registerNamespace registers the namespace ns (retention NamespaceRetention)
 // through the frontend: with PostgreSQL, Start does not write it into the
 // database itself. One that exists by now is fine.
-func (s *Server) registerNamespace(ctx context.Context, ws workflowservice.WorkflowServiceClient) error {
+func (s *Server) registerNamespace(ctx context.Context, ws workflowservice.WorkflowServiceClient, ns string) error {
 	_, err := ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace:                        s.namespace,
+		Namespace:                        ns,
 		WorkflowExecutionRetentionPeriod: durationpb.New(NamespaceRetention),
 	})
 	var exists *serviceerror.NamespaceAlreadyExists
 	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace %q: %w", s.namespace, err)
+		return fmt.Errorf("register namespace %q: %w", ns, err)
 	}
 	return errors.New("namespace registered, not yet served")
 }

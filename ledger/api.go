@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -38,6 +40,10 @@ const (
 	UpdatePause   = "pause"   // Switch → View (a signed pause)
 	UpdateUnpause = "unpause" // Switch → View (a signed unpause)
 	QueryGuards   = "guards"  // → View
+	// QueryState answers the ledger's whole State: a ledger started anew
+	// after its last run closed (terminated, say) rebuilds its state from
+	// it (RecoverActivity) before it answers anyone.
+	QueryState = "state"
 
 	// PolicyActivity is the local activity a ledger run starts with: it
 	// returns the worker's policy, recorded in the ledger's history.
@@ -48,6 +54,17 @@ const (
 	// signal.
 	ReserveActivity = "toolgate.ledger.reserve"
 	SettleActivity  = "toolgate.ledger.settle"
+	// RecoverActivity is the local activity a ledger started anew (not
+	// continued) begins with: it reads the state of the ledger's last run
+	// when that run closed otherwise than by continuing as new.
+	RecoverActivity = "toolgate.ledger.recover"
+	// ActWorkflow carries an operator's signed pause or unpause (Act) from
+	// a client of the runs to a worker of the task queue, which sends it to
+	// the ledger (ActActivity, a local activity): a person needs no
+	// credential for the authority namespace, and the ledger checks the
+	// signature and takes a token once.
+	ActWorkflow = "toolgate.ledger.act"
+	ActActivity = "toolgate.ledger.act"
 
 	// ClosingError is the type of the error a ledger run refuses an update
 	// with while it continues as new: the caller tries again, and reaches
@@ -155,6 +172,11 @@ type Use struct {
 type Settlement struct {
 	Key    string `json:"key"`
 	Commit bool   `json:"commit,omitempty"`
+	// Workflow is the workflow id of the run that settles: SettleActivity
+	// sets it from its own activity info, whatever the run passed. A
+	// settlement that names a run is taken only for a reservation of that
+	// run (Settled.Refused).
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // Settled is what a settlement found.
@@ -162,6 +184,16 @@ type Settled struct {
 	Found     bool   `json:"found"`           // the key was reserved (within the windows)
 	Committed bool   `json:"committed"`       // it is committed now
 	Entry     string `json:"entry,omitempty"` // the digest of the key settled (Verdict.Entry)
+	// Refused says why the settlement changed nothing: it names a run
+	// other than the one that reserved the call.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Act is an operator's signed pause (Pause) or unpause, sent through
+// ActWorkflow to the ledger of the task queue the act runs on.
+type Act struct {
+	Pause bool   `json:"pause"`
+	Token string `json:"token"`
 }
 
 // Switch is a signed pause or unpause (signed.ActionPause,
@@ -227,6 +259,9 @@ type Entry struct {
 	Holds     []Hold `json:"h"`
 	Committed bool   `json:"c,omitempty"`
 	Released  bool   `json:"r,omitempty"`
+	// Run is the digest (as Key) of the workflow id of the run that
+	// reserved it: a settlement from another run is refused.
+	Run string `json:"w,omitempty"`
 }
 
 // Hold is what an entry counts toward one guard.
@@ -251,6 +286,10 @@ type Config struct {
 	// Backend, when set, answers ReserveActivity and SettleActivity in the
 	// ledger workflow's place (a Memory, in unit tests of runs).
 	Backend Backend
+	// Client reaches the ledgers: a client of the authority namespace
+	// (package authority), where only workers write. nil: the activity's
+	// own client, the runs' namespace.
+	Client client.Client
 }
 
 // Backend is what answers a run's reservations and settlements: the ledger

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -19,19 +20,50 @@ import (
 // never started (no run has reserved a call, nobody has paused a tool).
 var ErrNotStarted = errors.New("the fleet ledger of this task queue was never started")
 
-// reserveActivity is ReserveActivity: it sends the reserve update to the
-// ledger of its task queue, starting the ledger if need be.
-func reserveActivity(ctx context.Context, r Reservation) (Verdict, error) {
+// caller is what runs reach the ledger with: ReserveActivity,
+// SettleActivity and ActActivity, through client (nil: the activity's).
+type caller struct {
+	client client.Client
+	// checked are the ledger runs seen to run on their own task queue.
+	checked sync.Map // run id → true
+}
+
+// clientOf is the client the activity reaches the ledgers with.
+func (c *caller) clientOf(ctx context.Context) client.Client {
+	if c.client != nil {
+		return c.client
+	}
+	return activity.GetClient(ctx)
+}
+
+// reserve is ReserveActivity: it sends the reserve update to the ledger of
+// its task queue, starting the ledger if need be. The reservation names the
+// run the activity serves, whatever the run passed.
+func (c *caller) reserve(ctx context.Context, r Reservation) (Verdict, error) {
+	r.Workflow = activity.GetInfo(ctx).WorkflowExecution.ID
 	var v Verdict
-	err := callLedger(ctx, UpdateReserve, "r-", r, &v)
+	err := c.call(ctx, UpdateReserve, "r-", r, &v)
 	return v, err
 }
 
-// settleActivity is SettleActivity, alike with the settle update.
-func settleActivity(ctx context.Context, s Settlement) (Settled, error) {
+// settle is SettleActivity, alike with the settle update; the settlement
+// names the run the activity serves.
+func (c *caller) settle(ctx context.Context, s Settlement) (Settled, error) {
+	s.Workflow = activity.GetInfo(ctx).WorkflowExecution.ID
 	var out Settled
-	err := callLedger(ctx, UpdateSettle, "s-", s, &out)
+	err := c.call(ctx, UpdateSettle, "s-", s, &out)
 	return out, err
+}
+
+// act is ActActivity: it sends an operator's signed act to the ledger of
+// the activity's task queue.
+func (c *caller) act(ctx context.Context, a Act) (View, error) {
+	v, err := Toggle(ctx, c.clientOf(ctx), activity.GetInfo(ctx).TaskQueue, a.Pause, a.Token)
+	var ae *temporal.ApplicationError
+	if isRefusal(err) && errors.As(err, &ae) {
+		return v, temporal.NewNonRetryableApplicationError(ae.Message(), "ToolgateLedgerRefused", nil)
+	}
+	return v, err
 }
 
 // activityUpdateID names the update an activity sends: the same for every
@@ -41,11 +73,16 @@ func activityUpdateID(info activity.Info, name, prefix string) string {
 	return prefix + hex.EncodeToString(sum[:])
 }
 
-// callLedger sends update name with arg to the ledger of the activity's
-// task queue (UpdateWithStart) and decodes its result into out.
-func callLedger(ctx context.Context, name, prefix string, arg, out any) error {
+// call sends update name with arg to the ledger of the activity's task
+// queue (UpdateWithStart) and decodes its result into out. A ledger run on
+// another task queue (started there by someone else) is refused.
+func (c *caller) call(ctx context.Context, name, prefix string, arg, out any) error {
 	info := activity.GetInfo(ctx)
-	err := updateWithStart(ctx, activity.GetClient(ctx), info.TaskQueue, name, activityUpdateID(info, name, prefix), arg, out)
+	cl := c.clientOf(ctx)
+	h, err := updateWithStart(ctx, cl, info.TaskQueue, name, activityUpdateID(info, name, prefix), arg, out)
+	if err == nil {
+		err = c.checkRun(ctx, cl, info.TaskQueue, h.RunID())
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -58,9 +95,38 @@ func callLedger(ctx context.Context, name, prefix string, arg, out any) error {
 	return fmt.Errorf("the fleet ledger's %s update: %w", name, err)
 }
 
+// checkRun makes sure the ledger run that answered runs the ledger's
+// workflow on taskQueue, once per run: a ledger someone started on a task
+// queue of their own is answered by their worker, which may allow anything.
+func (c *caller) checkRun(ctx context.Context, cl client.Client, taskQueue, runID string) error {
+	if runID == "" {
+		return nil
+	}
+	if _, ok := c.checked.Load(runID); ok {
+		return nil
+	}
+	d, err := cl.DescribeWorkflowExecution(ctx, ID(taskQueue), runID)
+	if err != nil {
+		return fmt.Errorf("describing the fleet ledger's run %s: %w", runID, err)
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if tq, typ := info.GetTaskQueue(), info.GetType().GetName(); tq != taskQueue || typ != WorkflowName {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the fleet ledger %s (run %s) runs workflow %q on task queue %q, not %s on %q: someone else started it, "+
+				"and its answer is refused; the call is refused until it is gone", ID(taskQueue), runID, cut(typ, 80), cut(tq, 200), WorkflowName, taskQueue),
+			"ToolgateLedgerRefused", nil)
+	}
+	c.checked.Store(runID, true)
+	return nil
+}
+
 // updateWithStart sends update name to ID(taskQueue), starting the ledger
-// when it does not run, and waits for its result.
-func updateWithStart(ctx context.Context, c client.Client, taskQueue, name, updateID string, arg, out any) error {
+// when none ever ran, waits for its result and returns the run that
+// answered. A ledger whose last run closed (terminated, failed, timed out)
+// is started anew too: that run rebuilds the closed one's state before it
+// answers (RecoverActivity). It returns the update's handle, which names
+// the run that answered.
+func updateWithStart(ctx context.Context, c client.Client, taskQueue, name, updateID string, arg, out any) (client.WorkflowUpdateHandle, error) {
 	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       ID(taskQueue),
 		TaskQueue:                taskQueue,
@@ -77,9 +143,9 @@ func updateWithStart(ctx context.Context, c client.Client, taskQueue, name, upda
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return h.Get(ctx, out)
+	return h, h.Get(ctx, out)
 }
 
 // isClosing reports whether err is a ledger run's refusal while it
@@ -115,7 +181,7 @@ func Toggle(ctx context.Context, c client.Client, taskQueue string, pause bool, 
 	}
 	var v View
 	for attempt := 1; ; attempt++ {
-		err := updateWithStart(ctx, c, taskQueue, name, prefix+tokenID(token), Switch{Token: token}, &v)
+		_, err := updateWithStart(ctx, c, taskQueue, name, prefix+tokenID(token), Switch{Token: token}, &v)
 		if err == nil || !isClosing(err) || attempt == 5 {
 			return v, err
 		}

@@ -255,6 +255,9 @@ func (b *book) reserve(now time.Time, r Reservation) Verdict {
 		return Verdict{Decide: Reserved}
 	}
 	e := Entry{Key: id, At: now.UnixMilli(), Digest: dig, Holds: holds}
+	if r.Workflow != "" {
+		e.Run = keyID(r.Workflow)
+	}
 	if at >= 0 { // released before: it counts again, from now
 		b.st.Entries[at] = e
 		return Verdict{Decide: Reserved, Uses: uses}
@@ -320,6 +323,9 @@ func (b *book) settle(now time.Time, s Settlement) Settled {
 		return Settled{}
 	}
 	e := &b.st.Entries[i]
+	if s.Workflow != "" && e.Run != "" && keyID(s.Workflow) != e.Run {
+		return Settled{Found: true, Committed: e.Committed, Refused: "the settlement comes from another run than the one that reserved the call: refused"}
+	}
 	switch {
 	case s.Commit:
 		e.Committed, e.Released = true, false

@@ -22,21 +22,42 @@ type Registry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
-// Register registers the ledger's workflow (WorkflowName) with cfg, the
-// local activity it loads cfg.Policy with (PolicyActivity), and the
-// activities runs call it with (ReserveActivity, SettleActivity).
+// Register registers all of the ledger on r: its workflow (RegisterLedger)
+// and what runs call it with (RegisterCalls). A worker with an authority
+// namespace registers the first on its worker of that namespace and the
+// second on its worker of the runs.
 func Register(r Registry, cfg Config) {
+	RegisterLedger(r, cfg)
+	RegisterCalls(r, cfg)
+}
+
+// RegisterLedger registers the ledger's workflow (WorkflowName) with cfg,
+// the local activities it loads cfg.Policy with (PolicyActivity) and
+// rebuilds a closed ledger's state with (RecoverActivity). The worker
+// registers the marker workflow a pause's use is claimed with
+// (MarkerWorkflow) beside it.
+func RegisterLedger(r Registry, cfg Config) {
 	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in Input) error { return run(ctx, cfg, in) },
 		workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterActivityWithOptions(func(context.Context) (*policy.Policy, error) { return cfg.Policy, nil },
 		activity.RegisterOptions{Name: PolicyActivity})
+	r.RegisterActivityWithOptions(recoverActivity, activity.RegisterOptions{Name: RecoverActivity})
+}
+
+// RegisterCalls registers what runs call the ledger with (ReserveActivity,
+// SettleActivity, through cfg.Client or cfg.Backend) and what carries an
+// operator's act to it (ActWorkflow, ActActivity).
+func RegisterCalls(r Registry, cfg Config) {
+	calls := &caller{client: cfg.Client}
+	r.RegisterWorkflowWithOptions(actWorkflow, workflow.RegisterOptions{Name: ActWorkflow})
+	r.RegisterActivityWithOptions(calls.act, activity.RegisterOptions{Name: ActActivity})
 	if cfg.Backend != nil {
 		r.RegisterActivityWithOptions(cfg.Backend.Reserve, activity.RegisterOptions{Name: ReserveActivity})
 		r.RegisterActivityWithOptions(cfg.Backend.Settle, activity.RegisterOptions{Name: SettleActivity})
 		return
 	}
-	r.RegisterActivityWithOptions(reserveActivity, activity.RegisterOptions{Name: ReserveActivity})
-	r.RegisterActivityWithOptions(settleActivity, activity.RegisterOptions{Name: SettleActivity})
+	r.RegisterActivityWithOptions(calls.reserve, activity.RegisterOptions{Name: ReserveActivity})
+	r.RegisterActivityWithOptions(calls.settle, activity.RegisterOptions{Name: SettleActivity})
 }
 
 // Ledger is the ledger's workflow with the default Config (its policy comes
@@ -70,6 +91,11 @@ func run(ctx workflow.Context, cfg Config, in Input) error {
 	l.book.st = &l.st
 	if err := l.register(ctx); err != nil {
 		return err
+	}
+	if st, err := recoverState(ctx); err != nil {
+		return err
+	} else if st != nil {
+		l.st = *st
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
@@ -136,6 +162,8 @@ func (l *ledger) settleSignal(ctx workflow.Context, raw converter.RawValue) {
 	out := l.book.settle(workflow.Now(ctx), s)
 	metrics := workflow.GetMetricsHandler(ctx)
 	switch {
+	case out.Refused != "":
+		workflow.GetLogger(ctx).Warn("toolgate ledger: "+out.Refused, "entry", keyID(s.Key))
 	case out.Found && s.Commit:
 		metrics.Counter("toolgate_ledger_committed").Inc(1)
 	case out.Found && !out.Committed:
@@ -213,6 +241,8 @@ func (l *ledger) register(ctx workflow.Context) error {
 			l.updates++
 			out := settledAs(s, l.book.settle(workflow.Now(ctx), s))
 			switch {
+			case out.Refused != "":
+				workflow.GetLogger(ctx).Warn("toolgate ledger: "+out.Refused, "entry", out.Entry)
 			case out.Found && s.Commit:
 				metrics.Counter("toolgate_ledger_committed").Inc(1)
 			case out.Found && !out.Committed:
@@ -265,6 +295,14 @@ func (l *ledger) register(ctx workflow.Context) error {
 			}}); err != nil {
 			return err
 		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
+		if !l.ready {
+			return State{}, errors.New("the fleet ledger is loading: ask again")
+		}
+		return l.st, nil
+	}); err != nil {
+		return err
 	}
 	return workflow.SetQueryHandler(ctx, QueryGuards, func() (View, error) {
 		if !l.ready {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -34,6 +36,9 @@ type fix struct {
 	env *testsuite.TestWorkflowEnvironment
 	k   keys
 	n   int
+	// recovered is what RecoverActivity finds of a last run (none: a
+	// ledger that never ran).
+	recovered Recovery
 }
 
 func newFix(t *testing.T, guards string, perRun int) *fix {
@@ -58,6 +63,10 @@ func newFixPolicy(t *testing.T, k keys, p *policy.Policy, perRun int) *fix {
 	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: ID(queue), TaskQueue: queue})
 	Register(f.env, Config{Policy: p, UpdatesPerRun: perRun})
 	f.env.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: MarkerWorkflow})
+	// A ledger that never ran before: nothing to recover.
+	f.env.OnActivity(RecoverActivity, mock.Anything, mock.Anything).Return(func(context.Context, RecoverRequest) (Recovery, error) {
+		return f.recovered, nil
+	}).Maybe()
 	return f
 }
 
@@ -340,7 +349,7 @@ func TestContinueAsNewCarriesTheState(t *testing.T) {
 	in := carried(t, f.run(Input{}))
 	require.NotNil(t, in.Carry)
 	assert.Equal(t, []Entry{{Key: keyID("k"), At: t0.Add(3 * time.Second).UnixMilli(), Digest: digestID(refund("k", 300).Digest),
-		Holds: []Hold{{Guard: "spend", Scope: "all", Amount: 300}}}}, in.Carry.Entries)
+		Holds: []Hold{{Guard: "spend", Scope: "all", Amount: 300}}, Run: keyID(refund("k", 300).Workflow)}}, in.Carry.Entries)
 	assert.Equal(t, []Pause{{Tool: "wire", By: "alice", Reason: "fraud spike", At: t0.Add(time.Second)}}, in.Carry.Pauses)
 	assert.Equal(t, []Spent{{ID: tokenID(tok), Exp: t0.Unix() + 600}}, in.Carry.Spent)
 	assert.Nil(t, late, "the run ended before")
@@ -441,4 +450,55 @@ func TestClosingRefusesUpdates(t *testing.T) {
 	assert.True(t, b.rejected)
 	assert.True(t, isClosing(b.err), "%v", b.err)
 	assert.Empty(t, in.Carry.Entries)
+}
+
+// A settlement is taken only from the run that reserved the call: a
+// release named for another run frees nothing, a commit from the run that
+// reserved it is taken (and a later release of it changes nothing).
+func TestASettlementIsTakenOnlyFromTheRunThatReserved(t *testing.T) {
+	f := newFix(t, budget, 0)
+	var forged, own, late *outcome[Settled]
+	var view View
+	f.at(time.Second, func() {
+		r := refund("a", 4000)
+		r.Workflow = "run-1"
+		f.reserve(r)
+	})
+	f.at(2*time.Second, func() {
+		forged = f.settle(Settlement{Key: "a", Workflow: "attacker"})
+		f.env.SignalWorkflow(SignalSettle, Settlement{Key: "a", Workflow: "attacker"})
+	})
+	f.at(3*time.Second, func() { own = f.settle(Settlement{Key: "a", Commit: true, Workflow: "run-1"}) })
+	f.at(4*time.Second, func() { late = f.settle(Settlement{Key: "a", Workflow: "run-1"}) })
+	f.at(5*time.Second, func() {
+		view = f.view()
+		f.env.CancelWorkflow()
+	})
+	require.True(t, temporal.IsCanceledError(f.run(Input{})))
+	assert.Contains(t, forged.result.Refused, "another run")
+	assert.Equal(t, Settled{Found: true, Committed: true, Entry: keyID("a")}, own.result)
+	assert.True(t, late.result.Committed, "a call that ran stays spent")
+	assert.Equal(t, []ScopeView{{Scope: "all", Committed: 4000}}, view.Guards[0].Scopes)
+}
+
+// A ledger started anew after its last run closed (terminated, say) goes
+// on from that run's state: its reservations and pauses, never an empty
+// book.
+func TestALedgerStartedAnewGoesOnFromItsLastRun(t *testing.T) {
+	f := newFix(t, budget, 0)
+	f.recovered = Recovery{From: "r0", Status: "Terminated", State: &State{
+		Entries: []Entry{{Key: keyID("old"), At: t0.UnixMilli(), Holds: []Hold{{Guard: "spend", Scope: "all", Amount: 9000}}, Committed: true}},
+		Pauses:  []Pause{{Tool: AllTools, By: "bob", Reason: "incident", At: t0}},
+	}}
+	var r *outcome[Verdict]
+	var view View
+	f.at(time.Second, func() { r = f.reserve(refund("new", 2000)) })
+	f.at(2*time.Second, func() {
+		view = f.view()
+		f.env.CancelWorkflow()
+	})
+	require.True(t, temporal.IsCanceledError(f.run(Input{})))
+	require.Len(t, view.Pauses, 1, "the pause of the terminated run holds")
+	assert.Equal(t, Paused, r.result.Decide)
+	assert.Equal(t, []ScopeView{{Scope: "all", Committed: 9000}}, view.Guards[0].Scopes)
 }

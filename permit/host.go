@@ -74,7 +74,7 @@ func Guard[R any](v *Verifier, fn func(ctx context.Context, req tool.Request) (R
 // destructive flag as the gate's worker signed it, and claims destructive
 // permits on the activity's Temporal server, in its namespace, on ClaimQueue.
 func NewHostVerifier(keys Keys) *Verifier {
-	return &Verifier{Keys: keys, Claims: TemporalClaimer{TaskQueue: ClaimQueue}}
+	return &Verifier{Keys: keys, Claims: TemporalClaimer{}}
 }
 
 // HostVerifier is NewHostVerifier of the worker public keys in the file at

@@ -1,25 +1,16 @@
 package permit
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	taskqueuepb "go.temporal.io/api/taskqueue/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -133,33 +124,28 @@ type Claimer interface {
 // ClaimPrefix starts the workflow id of a permit's claim.
 const ClaimPrefix = "toolgate-spent-permit-"
 
-// ClaimQueue is the task queue a claim's marker is started on: one no worker
-// polls. ClaimTimeout is how long the marker stays open before the server
-// times it out; its id stays taken after that, for the namespace's
-// retention.
+// ClaimQueue, ClaimTimeout and MarkerWorkflow are those of every claim
+// (package authority): the task queue no worker polls, how long the marker
+// stays open, and its workflow type.
 const (
-	ClaimQueue   = "toolgate-permit-claims"
-	ClaimTimeout = 10 * time.Second
+	ClaimQueue     = authority.ClaimQueue
+	ClaimTimeout   = authority.ClaimTimeout
+	MarkerWorkflow = authority.MarkerWorkflow
 )
 
-// MarkerWorkflow is the workflow type of a claim: toolgate's marker, which
-// does nothing (workflows.StartMarkerWorkflow); the id is what counts.
-const MarkerWorkflow = "toolgate.start-token"
-
-// TemporalClaimer claims a permit on the Temporal server of the activity:
-// it starts the marker workflow ClaimPrefix+ID with the id reuse policy
-// REJECT_DUPLICATE and a request id derived from the claimant. The server
-// answers a start with the same request id with the run it started (the
-// same activity again) and refuses any other for as long as it keeps the
-// closed marker (the namespace's retention). The marker is started on
-// ClaimQueue, which no worker polls: no worker spends a workflow task on
-// it, and it times out (closes) after ClaimTimeout.
+// TemporalClaimer claims a permit on the Temporal server: it starts the
+// marker workflow ClaimPrefix+ID for the claimant (authority.Claim). The
+// server answers the same claimant again with the run it started and
+// refuses any other for as long as it keeps the closed marker (the
+// namespace's retention). The marker is started on authority.ClaimQueue,
+// which no worker polls, and times out (closes) after
+// authority.ClaimTimeout. A worker claims in its authority namespace, where
+// no client of the runs may delete or start a marker.
 type TemporalClaimer struct {
 	// Client, nil: the activity's (activity.GetClient).
 	Client client.Client
-	// Namespace of the marker; "": the activity's. TaskQueue: "",
-	// ClaimQueue.
-	Namespace, TaskQueue string
+	// Namespace of the marker; "": the activity's.
+	Namespace string
 }
 
 // Claim implements Claimer.
@@ -171,29 +157,18 @@ func (t TemporalClaimer) Claim(ctx context.Context, c Claims, claimant string) e
 	if cl == nil {
 		return errors.New("permit: no Temporal client to claim the permit with")
 	}
-	ns, tq := t.Namespace, cmp.Or(t.TaskQueue, ClaimQueue)
+	ns := t.Namespace
 	if ns == "" {
 		ns = activity.GetInfo(ctx).Namespace
 	}
-	sum := sha256.Sum256([]byte(claimant))
 	wid := ClaimPrefix + c.ID
-	_, err := cl.WorkflowService().StartWorkflowExecution(ctx, &workflowservice.StartWorkflowExecutionRequest{
-		Namespace:             ns,
-		WorkflowId:            wid,
-		WorkflowType:          &commonpb.WorkflowType{Name: MarkerWorkflow},
-		TaskQueue:             &taskqueuepb.TaskQueue{Name: tq, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-		WorkflowRunTimeout:    durationpb.New(ClaimTimeout),
-		Identity:              "toolgate permit claim",
-		RequestId:             hex.EncodeToString(sum[:16]),
-		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	})
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	err := authority.Claim(ctx, cl, ns, wid, claimant)
 	switch {
-	case errors.As(err, &started):
+	case errors.Is(err, authority.ErrUsed):
 		return fmt.Errorf("%w: permit %s of %s's call %s was claimed by another activity (workflow %s holds its use): a permit runs one activity",
 			ErrUsed, c.ID, c.WorkflowID, c.CallID, wid)
 	case err != nil:
-		return fmt.Errorf("permit: claiming its use (workflow %s): %w", wid, err)
+		return fmt.Errorf("permit: claiming its use: %w", err)
 	}
 	return nil
 }

@@ -53,9 +53,13 @@ func newPermits(o Options, cfg workflows.WorkerConfig) (*permits, error) {
 		p.rules[s.Name] = workflows.RulesDigest(cfg, s.Name)
 		p.specs[s.Name] = s
 	}
+	claims := o.PermitClaimer
+	if claims == nil && o.Authority != nil {
+		claims = permit.TemporalClaimer{Client: o.Authority.Client, Namespace: o.Authority.Namespace}
+	}
 	p.verifier = &permit.Verifier{
 		Keys:   permit.NewKeys(append([]ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, o.TrustedWorkerKeys...)...),
-		Claims: o.PermitClaimer,
+		Claims: claims,
 		Rules: func(name string) (string, bool) {
 			d, ok := p.rules[name]
 			return d, ok

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
@@ -88,9 +89,18 @@ type Options struct {
 	// tools accept (a key being rotated out).
 	TrustedWorkerKeys []ed25519.PublicKey
 	// PermitClaimer records each destructive call's permit use once; nil:
-	// on the Temporal server (permit.TemporalClaimer). Unit tests without a
-	// server use permit.NewMemoryClaimer.
+	// on the Temporal server (permit.TemporalClaimer, in the authority
+	// namespace when there is one). Unit tests without a server use
+	// permit.NewMemoryClaimer.
 	PermitClaimer permit.Claimer
+	// Authority is the worker's client of the authority namespace (package
+	// authority), where every use is claimed and the fleet ledger lives:
+	// only workers write it, so no client of the runs can give a token
+	// back, squat a claim, or wipe a budget or a pause. Start runs the
+	// ledger on a second worker there (RegisterAuthority). nil: all of it
+	// lives in the runs' namespace, where any client of the runs may
+	// delete, start, terminate or signal it (docs/threat-model.md).
+	Authority *authority.Conn
 }
 
 // Notifier is what a worker notifies through: the targets it declares to its
@@ -308,6 +318,7 @@ func Register(r Registry, o Options) error {
 	}
 	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.StartMarker, workflow.RegisterOptions{Name: workflows.StartMarkerWorkflow})
+	r.RegisterActivityWithOptions(claimer{conn: o.Authority}.claim, activity.RegisterOptions{Name: workflows.ClaimActivity})
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(permits.sign, activity.RegisterOptions{Name: workflows.PermitActivity})
@@ -319,7 +330,13 @@ func Register(r Registry, o Options) error {
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	// The fleet ledger of the task queue: its workflow, and the activities
 	// runs reserve and settle their calls with.
-	ledger.Register(r, ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun, Backend: o.Ledger})
+	lcfg := ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun, Backend: o.Ledger}
+	if o.Authority != nil {
+		lcfg.Client = o.Authority.Client
+		ledger.RegisterCalls(r, lcfg) // the ledger itself runs in the authority namespace (RegisterAuthority)
+	} else {
+		ledger.Register(r, lcfg)
+	}
 	if o.Notify != nil {
 		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}

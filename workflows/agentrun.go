@@ -150,9 +150,15 @@ type run struct {
 //	11              the trust boundary, fourth pass: each tool activity
 //	                carries a permit the worker signs in a local activity,
 //	                only for rules equal to its own (permit.go)
+//	12              authority lives where only workers can write: every use
+//	                is claimed in the authority namespace, by a local
+//	                activity, for its claimant (spent.go); settlements reach
+//	                the fleet ledger there, each commit when its call ran
+//	                (guards.go); approver names that look like a reserved
+//	                form are refused (approvals.go)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 11
+	versionCurrent  = 12
 )
 
 // Versions of versionChangeID.
@@ -181,6 +187,10 @@ const (
 	// (not a local one) carries a permit its worker signs (permit.go), and
 	// the worker signs only for rules equal to its own.
 	versionPermit workflow.Version = 11
+	// versionAuthority: the trust boundary, fourth pass (2 of 2) — uses
+	// are claimed, and settlements sent, in the authority namespace by
+	// local activities; look-alike and door names are refused.
+	versionAuthority workflow.Version = 12
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -14,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -198,6 +200,8 @@ type fixture struct {
 	waiting int            // callbacks registered with at that have not run yet
 	ledger  *ledger.Memory // the fleet ledger of a fixture with a policy
 	claims  *permit.MemoryClaimer
+	used    map[string]string // marker workflow id → claimant (ClaimActivity)
+	usedMu  sync.Mutex
 	opts    []fixtureOption // what the fixture's worker was registered with
 }
 
@@ -259,6 +263,23 @@ func registerOn(f *fixture, d *desk, opts ...fixtureOption) error {
 	if err := worker.Register(f.env, o); err != nil {
 		return err
 	}
+	// Uses are claimed as on the server: the first claimant takes the
+	// marker's id, the same claimant again is answered alike, any other
+	// is refused.
+	if f.used == nil {
+		f.used = map[string]string{}
+	}
+	f.env.OnActivity(workflows.ClaimActivity, mock.Anything, mock.Anything).Return(func(ctx context.Context, req workflows.ClaimRequest) error {
+		info := activity.GetInfo(ctx)
+		claimant := info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+		f.usedMu.Lock()
+		defer f.usedMu.Unlock()
+		if by, ok := f.used[req.WorkflowID]; ok && by != claimant {
+			return temporal.NewNonRetryableApplicationError("used already: "+req.WorkflowID, workflows.UsedError, nil)
+		}
+		f.used[req.WorkflowID] = claimant
+		return nil
+	}).Maybe()
 	if m := f.ledger; m != nil && o.Ledger == ledger.Backend(m) {
 		// A run settles by signal: the fixture's ledger takes it.
 		f.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, ledger.SignalSettle, mock.Anything).Return(

@@ -41,6 +41,7 @@ const (
 const (
 	ledgerAttempt  = 10 * time.Second
 	ledgerPatience = 5 * time.Minute
+	settlePatience = time.Minute
 )
 
 // guarded reports whether a call of the tool consults the fleet ledger.
@@ -117,6 +118,19 @@ func (r *run) reserve(ctx workflow.Context, c tool.Call, spec tool.Spec, stage, 
 // ledger settles a key once, whatever comes again.
 func (r *run) settleCall(ctx workflow.Context, c tool.Call, commit bool) {
 	key := r.callKey(ctx, c)
+	if r.version >= versionAuthority {
+		// From rules version 12 a settlement is the worker's, by local
+		// activity, at once: a commit when the call ran (nothing holds
+		// what ran as reserved, for a release to free), a release when it
+		// did not. The activity names the run, and the ledger takes a
+		// settlement only from the run that reserved the call.
+		r.settleNow(ctx, ledger.Settlement{Key: key, Commit: commit})
+		if !commit && r.held[key] {
+			r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
+		}
+		delete(r.held, key)
+		return
+	}
 	if commit {
 		if r.commits = append(r.commits, key); len(r.commits) >= ledger.MaxCommits {
 			r.flushCommits(ctx)
@@ -128,6 +142,30 @@ func (r *run) settleCall(ctx workflow.Context, c tool.Call, commit bool) {
 		}
 	}
 	delete(r.held, key)
+}
+
+// settleNow settles one call with the ledger by local activity
+// (ledger.SettleActivity), even while the run is being cancelled. A
+// settlement that does not reach the ledger leaves the call counted until
+// its window ends: the ledger errs on the side of the budget.
+func (r *run) settleNow(ctx workflow.Context, s ledger.Settlement) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    ledgerAttempt,
+		ScheduleToCloseTimeout: settlePatience,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    100 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+		},
+	})
+	var out ledger.Settled
+	err := workflow.ExecuteLocalActivity(lctx, ledger.SettleActivity, s).Get(dctx, &out)
+	r.localSince++
+	if err != nil {
+		r.logger.Warn("a settlement did not reach the fleet ledger: the call stays counted until its window ends", "error", err)
+	}
 }
 
 // flushCommits signals the ledger the commits the run holds.

@@ -3,11 +3,13 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/internal/names"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
 )
@@ -113,6 +115,9 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		if n.Token != "" {
 			return "", none, refusal(RefusedInput, "rewind note refused: this worker has no policy (--policy) to verify its token against")
 		}
+		if err := r.checkRewinder(n.By); err != nil {
+			return "", none, err
+		}
 		return n.By, none, nil
 	}
 	c, err := r.verifyToken(n.Token)
@@ -136,6 +141,26 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		return "", c, err
 	}
 	return c.Approver, c, nil
+}
+
+// checkRewinder refuses, from rules version 12, the name a rewind note
+// without a policy gives its rewinder (by, recorded as who rewound the run)
+// when it does not read as it is written (names.Check) or looks like a name
+// the run or a door writes itself: a rewind is no rule, grant, door or
+// withdrawal.
+func (r *run) checkRewinder(by string) error {
+	if r.version < versionAuthority || by == "" {
+		return nil
+	}
+	if err := names.Check(by); err != nil {
+		return refusal(RefusedInput, "rewind note refused: by %q: %v; the name of who rewound the run must read as it is written", clip(by, MaxNameBytes), err)
+	}
+	forms := slices.Concat(ReservedApprovers, DoorApprovers, []string{WithdrawnBy})
+	if form, ok := names.LooksLike(by, forms); ok {
+		return refusal(RefusedInput, "rewind note refused: by %q looks like %s, how the run or a door names a rule, a grant, a door's decision or a withdrawal (%s): name who rewound the run",
+			clip(by, MaxNameBytes), form, strings.Join(forms, ", "))
+	}
+	return nil
 }
 
 func clipDigest(d string) string {

@@ -3,6 +3,8 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -21,6 +23,14 @@ import (
 // token lives an hour at most). A signed start and a fork already claim
 // their token so (claimStart). A decision by link is claimed per link and
 // approver: the link's secret decides once for each approver.
+//
+// From rules version 12 the claim is no child workflow of the run but a
+// local activity (ClaimActivity) of the worker, which starts the marker in
+// the authority namespace (package authority), where no client of the runs
+// may write: nobody can delete a marker to give a token back, or start it
+// first to make an honest use fail. The claim knows its claimant — the run
+// and the local activity that claims — so the same claim after a retry or a
+// crash is the owner's again, and a reset run (another run id) is refused.
 //
 // The spent list in the run's state stays, as a cache: an update validator
 // cannot start a workflow, so it refuses a token the chain has just taken
@@ -41,8 +51,8 @@ func (r *run) claimUse(ctx workflow.Context, id, what string) error {
 	r.claiming[id] = true
 	defer delete(r.claiming, id)
 	wid := SpentMarkerPrefix + id
-	switch err := startMarker(ctx, wid); {
-	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+	switch err := r.startMarker(ctx, wid); {
+	case isUsed(err):
 		return refusal(RefusedUnauthorized, "%s was used already: its use is recorded on the server (workflow %s), outside the run, "+
 			"so no reset or rewind gives it back; it is used once (sign a new one)", what, wid)
 	case err != nil:
@@ -78,4 +88,47 @@ func (r *run) claimDecision(ctx workflow.Context, d ruling) error {
 func linkUseID(secret, approver string) string {
 	sum := sha256.Sum256([]byte(secret + "\x00" + approver))
 	return "link-" + hex.EncodeToString(sum[:16])
+}
+
+// ClaimActivity is the local activity that claims one use from rules
+// version 12 (ClaimRequest): the worker starts the marker in the authority
+// namespace for the run and the local activity that claims. It fails with
+// an ApplicationError of type UsedError when the use is another's.
+const ClaimActivity = "toolgate.claim"
+
+// UsedError is the type of ClaimActivity's error when the use was claimed
+// by another claimant.
+const UsedError = "ToolgateUsed"
+
+// ClaimRequest is one use to claim: the marker's workflow id.
+type ClaimRequest struct {
+	WorkflowID string `json:"workflow_id"`
+}
+
+// startMarker claims the use wid: before rules version 12 a marker child
+// workflow in the run's namespace, from 12 a local activity that starts it
+// in the authority namespace.
+func (r *run) startMarker(ctx workflow.Context, wid string) error {
+	if r.version < versionAuthority {
+		return startMarker(ctx, wid)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 5 * time.Second,
+			NonRetryableErrorTypes: []string{UsedError}},
+	})
+	err := workflow.ExecuteLocalActivity(lctx, ClaimActivity, ClaimRequest{WorkflowID: wid}).Get(ctx, nil)
+	r.localSince++
+	return err
+}
+
+// isUsed reports whether err says a use was claimed already: the server's
+// refusal of a marker child's start, or ClaimActivity's UsedError.
+func isUsed(err error) bool {
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return true
+	}
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == UsedError
 }

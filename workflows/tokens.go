@@ -8,7 +8,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/signed"
@@ -133,9 +132,9 @@ func startMarker(ctx workflow.Context, wid string) error {
 // retention, longer than any token lives).
 func (r *run) claimStart(ctx workflow.Context, token string) error {
 	id := StartMarkerPrefix + tokenID(token)
-	err := startMarker(ctx, id)
+	err := r.startMarker(ctx, id)
 	switch {
-	case temporal.IsWorkflowExecutionAlreadyStartedError(err):
+	case isUsed(err):
 		return fmt.Errorf("this token has started a run already (workflow %s holds its use): a start token starts one run; sign a new one", id)
 	case err != nil:
 		return fmt.Errorf("recording the token's use (workflow %s): %w", id, err)

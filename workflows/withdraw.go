@@ -24,6 +24,8 @@ const UpdateWithdraw = "withdraw"
 
 // WithdrawnBy is the approver the trace names for a withdrawn call: its
 // caller, who is not an approver (no policy names a name in parentheses).
+// Only the withdraw update writes it: from rules version 12 no decision
+// may take it, nor a name that looks like it (checkApprover).
 const WithdrawnBy = "(caller)"
 
 // WithdrawInput is the payload of the withdraw update.

@@ -54,12 +54,12 @@ func (c *cli) pauseCmd(pause bool) func(context.Context, []string) error {
 		if err != nil {
 			return err
 		}
-		tc, _, err := c.dial(ctx, cn)
+		tc, conn, err := c.dial(ctx, cn)
 		if err != nil {
 			return err
 		}
 		defer tc.Close()
-		cl := tgclient.New(tc)
+		cl := tgclient.New(tc, tgclient.WithConnection(conn))
 		var v ledger.View
 		if pause {
 			v, err = cl.Pause(ctx, *tq, target, *reason, *as, key)
@@ -96,12 +96,12 @@ func (c *cli) guards(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	tc, _, err := c.dial(ctx, cn)
+	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	v, ok, err := tgclient.New(tc).Guards(ctx, *tq)
+	v, ok, err := tgclient.New(tc, tgclient.WithConnection(conn)).Guards(ctx, *tq)
 	if err != nil {
 		return err
 	}

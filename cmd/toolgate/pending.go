@@ -87,12 +87,12 @@ func (c *cli) pending(ctx context.Context, args []string) error {
 		}
 		opts.PageToken = tok
 	}
-	tc, _, err := c.dial(ctx, cn)
+	tc, conn, err := c.dial(ctx, cn)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	cl := tgclient.New(tc, tgclient.WithQueryTimeout(*timeout))
+	cl := tgclient.New(tc, tgclient.WithConnection(conn), tgclient.WithQueryTimeout(*timeout))
 	var res tgclient.PendingPage
 	if *all {
 		res, err = cl.AllPendingWith(ctx, opts)

@@ -161,6 +161,11 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	opts.LedgerUpdatesPerRun = wo.ledgerRun
 	opts.SearchAttributes, opts.DataConverter, opts.FailureConverter = true, s.conn.Options.DataConverter, s.conn.Options.FailureConverter
 	opts.Notify, s.notify, s.pol = notifierOf(wo.notify), wo.notify, wo.policy
+	if opts.Authority, err = s.conn.DialAuthority(ctx, s.client, func(o *client.Options) {
+		o.Logger, o.MetricsHandler = c.quietLogger(), metrics
+	}); err != nil {
+		return nil, err
+	}
 	s.worker, err = worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
 		return nil, err
@@ -308,6 +313,11 @@ func (c *cli) startWorker(ctx context.Context, fs *flag.FlagSet, args []string, 
 	}
 	if opts.DataConverter == nil {
 		opts.DataConverter, opts.FailureConverter = conn.Options.DataConverter, conn.Options.FailureConverter
+	}
+	if opts.Authority, err = conn.DialAuthority(ctx, cl, func(o *client.Options) {
+		o.Logger, o.MetricsHandler = c.quietLogger(), tel.handler()
+	}); err != nil {
+		return nil, err
 	}
 	w, err := worker.Start(cl, *wf.tq, opts)
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -153,6 +154,9 @@ type Env struct {
 	Server  *devserver.Server
 	Client  client.Client
 	DataDir string
+	// Authority is a client of the server's authority namespace (the
+	// guard queues' workers run the fleet ledger there).
+	Authority *authority.Conn
 	// QueuePoll is the server's queue poll rate, reads a second per shard.
 	QueuePoll int
 
@@ -203,6 +207,11 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing the embedded server: %w", err)
 	}
+	ac, err := client.NewClientFromExisting(e.Client, client.Options{Namespace: e.Server.AuthorityNamespace(), Logger: quietLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("a client of the authority namespace: %w", err)
+	}
+	e.Authority = &authority.Conn{Client: ac, Namespace: e.Server.AuthorityNamespace()}
 	w := sdkworker.New(e.Client, TaskQueue, sdkworker.Options{})
 	if err := worker.Register(w, worker.Options{Tools: Tools(), AllowAutoApprove: true, SearchAttributes: true}); err != nil {
 		return nil, err

@@ -23,7 +23,9 @@ import (
 // What a fleet guard costs a call (rules version 10): a destructive call a
 // guard covers is reserved with the fleet ledger before it runs (the
 // toolgate.ledger.reserve activity, an UpdateWithStart of the ledger
-// workflow) and committed once it has (toolgate.ledger.settle). Two workers
+// workflow) and committed once it has (toolgate.ledger.settle; from rules
+// version 12 at once, by local activity, both in the authority namespace,
+// where the guard queues' workers run the ledger). Two workers
 // on two task queues of the shared server run AgentRun under two policies
 // that differ only by a budget guard over write:
 //
@@ -77,12 +79,11 @@ func StartGuardQueues(e *Env) (*GuardQueues, error) {
 			q.Stop()
 			return nil, err
 		}
-		w := sdkworker.New(e.Client, s.queue, sdkworker.Options{})
-		if err := worker.Register(w, worker.Options{Tools: Tools(), SearchAttributes: true, Policy: p}); err != nil {
-			q.Stop()
-			return nil, err
-		}
-		if err := w.Start(); err != nil {
+		// As toolgate's workers run: the fleet ledger and every claim in the
+		// authority namespace, over the same connection.
+		o := worker.Options{Tools: Tools(), SearchAttributes: true, Policy: p, Authority: e.Authority}
+		w, err := worker.Start(e.Client, s.queue, o)
+		if err != nil {
 			q.Stop()
 			return nil, fmt.Errorf("starting the worker of %s: %w", s.queue, err)
 		}
@@ -105,8 +106,8 @@ type GuardCost struct {
 	// Per-call latencies, every round's: writes and reads on each queue.
 	BaselineWrite, GuardedWrite, BaselineRead, GuardedRead []time.Duration
 	// LedgerActivities are the ledger activities each series' runs ran
-	// (reserve, a local activity; commits go with the next reservation),
-	// summed over the rounds.
+	// (reserve, and from rules version 12 the commit, each a local
+	// activity), summed over the rounds.
 	LedgerActivities map[string]int
 	// Hops are where a guarded write's time goes, by activity type (the
 	// ledger's are local: within the write's hop): each activity's

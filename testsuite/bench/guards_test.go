@@ -45,13 +45,13 @@ func TestGuardsHarness(t *testing.T) {
 			want += int64((i+1)*calls*10 + n + 1)
 		}
 	}
-	v, err := ledger.Guards(ctx, e.Client, q.Guarded)
+	v, err := ledger.Guards(ctx, e.Authority.Client, q.Guarded)
 	require.NoError(t, err)
 	require.Len(t, v.Guards, 1)
 	require.Equal(t, GuardBudget, v.Guards[0].ID)
 	require.Len(t, v.Guards[0].Scopes, 1)
 	require.Equal(t, ledger.ScopeView{Scope: "all", Committed: want}, v.Guards[0].Scopes[0])
-	_, err = ledger.Guards(ctx, e.Client, q.Baseline)
+	_, err = ledger.Guards(ctx, e.Authority.Client, q.Baseline)
 	require.ErrorIs(t, err, ledger.ErrNotStarted, "the baseline's runs never started its ledger")
 }
 

@@ -166,7 +166,7 @@ func (s *stack) ledgerFirstEvent(t *testing.T) interface{ GetContinuedExecutionR
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	it := s.client.GetWorkflowHistory(ctx, ledger.ID(workflows.TaskQueue), "", false, 0)
+	it := s.inAuthority(s.client).GetWorkflowHistory(ctx, ledger.ID(workflows.TaskQueue), "", false, 0)
 	ev, err := it.Next()
 	if err != nil {
 		t.Fatalf("the ledger's history: %v", err)

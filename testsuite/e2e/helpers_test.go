@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/toolgate/toolgate/activities/desk"
+	"github.com/toolgate/toolgate/authority"
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/demo"
 	"github.com/toolgate/toolgate/devserver"
@@ -141,6 +142,7 @@ func (s *stack) startWorkerWith(edit func(*worker.Options)) *inWorker {
 		t.Fatalf("demo.Options: %v", err)
 	}
 	opts.SearchAttributes = true
+	opts.Authority = s.authority() // as every toolgate worker runs: authority apart
 	edit(&opts)
 	w, err := worker.Start(s.client, workflows.TaskQueue, opts)
 	if err != nil {
@@ -150,6 +152,26 @@ func (s *stack) startWorkerWith(edit func(*worker.Options)) *inWorker {
 	iw := &inWorker{w: w, desk: d}
 	t.Cleanup(iw.stop)
 	return iw
+}
+
+// authorityNamespace is the authority namespace of the stack's server.
+func (s *stack) authorityNamespace() string { return authority.Namespace(devserver.DefaultNamespace) }
+
+// authority is a client of the stack's authority namespace over the stack's
+// client (its credential: a worker's on an auth stack).
+func (s *stack) authority() *authority.Conn {
+	return &authority.Conn{Client: s.inAuthority(s.client), Namespace: s.authorityNamespace()}
+}
+
+// inAuthority is a client of the authority namespace over c's connection
+// (and credential).
+func (s *stack) inAuthority(c client.Client) client.Client {
+	s.t.Helper()
+	ac, err := client.NewClientFromExisting(c, client.Options{Namespace: s.authorityNamespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		s.t.Fatalf("a client of the authority namespace: %v", err)
+	}
+	return ac
 }
 
 // deskPath is the demo desk's SQLite file, or its PostgreSQL URL, shared by

@@ -482,7 +482,7 @@ func TestTypeScriptToolRefusesACallNoGateLetThrough(t *testing.T) {
 	if tq := d.GetExecutionConfig().GetTaskQueue().GetName(); d.GetWorkflowExecutionInfo().GetType().GetName() != permit.MarkerWorkflow || tq != permit.ClaimQueue {
 		t.Fatalf("the claim is a %s on %s, want %s on %s", d.GetWorkflowExecutionInfo().GetType().GetName(), tq, permit.MarkerWorkflow, permit.ClaimQueue)
 	}
-	claimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace, TaskQueue: permit.ClaimQueue}
+	claimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace}
 	if err := claimer.Claim(ctx, claims, "another/activity@1"); !errors.Is(err, permit.ErrUsed) {
 		t.Fatalf("another activity claimed the permit tools.ts used: %v", err)
 	}
@@ -591,7 +591,7 @@ const reason = (err) => (err instanceof PermitError ? err.reason : 'error: ' + e
 	jti2 := permit.IDFor("wf", "run", "c-2")
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	goClaimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace, TaskQueue: permit.ClaimQueue}
+	goClaimer := permit.TemporalClaimer{Client: s.client, Namespace: devserver.DefaultNamespace}
 	if err := goClaimer.Claim(ctx, permit.Claims{ID: jti2, WorkflowID: "wf", CallID: "c-2"}, "go/activity@1"); err != nil {
 		t.Fatal(err)
 	}

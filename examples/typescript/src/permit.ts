@@ -45,7 +45,7 @@ export const REFUSED_RETRY = 'PermitRefusedRetry';
 export const CLAIM_PREFIX = 'toolgate-spent-permit-';
 export const MARKER_WORKFLOW = 'toolgate.start-token';
 /** The claims' task queue: one no worker polls; the marker's id is what counts (Go: permit.ClaimQueue). */
-export const CLAIM_QUEUE = 'toolgate-permit-claims';
+export const CLAIM_QUEUE = 'toolgate-claims';
 /** How long a claim's marker stays open before the server times it out; its id stays taken (Go: permit.ClaimTimeout). */
 export const CLAIM_TIMEOUT_SECONDS = 10;
 

@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/authority"
+	"github.com/toolgate/toolgate/ledger"
+	"github.com/toolgate/toolgate/workflows"
+)
+
+// claimer is the ClaimActivity: it claims a run's use of a token or a link
+// in the authority namespace (or, without one, the run's own), for the run
+// and the local activity that claims.
+type claimer struct{ conn *authority.Conn }
+
+func (c claimer) claim(ctx context.Context, req workflows.ClaimRequest) error {
+	info := activity.GetInfo(ctx)
+	cl, ns := activity.GetClient(ctx), info.Namespace
+	if c.conn != nil {
+		cl, ns = c.conn.Client, c.conn.Namespace
+	}
+	claimant := info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	err := authority.Claim(ctx, cl, ns, req.WorkflowID, claimant)
+	if errors.Is(err, authority.ErrUsed) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.UsedError, nil)
+	}
+	return err
+}
+
+// RegisterAuthority registers, on a worker of the authority namespace
+// polling the runs' task queue, what lives there: the fleet ledger's
+// workflow (with o's policy) and the marker workflow a pause's use is
+// claimed with. Start does it when o.Authority is set; a worker you make
+// yourself calls it on its second worker.
+func RegisterAuthority(r Registry, o Options) {
+	r.RegisterWorkflowWithOptions(workflows.StartMarker, workflow.RegisterOptions{Name: workflows.StartMarkerWorkflow})
+	ledger.RegisterLedger(r, ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun})
+}
+
+// pair is a worker of the runs and one of the authority namespace, started
+// and stopped together; registrations go to the runs' worker.
+type pair struct {
+	sdkworker.Worker
+	authority sdkworker.Worker
+}
+
+func (p pair) Start() error {
+	if err := p.authority.Start(); err != nil {
+		return fmt.Errorf("starting the authority namespace's worker: %w", err)
+	}
+	if err := p.Worker.Start(); err != nil {
+		p.authority.Stop()
+		return err
+	}
+	return nil
+}
+
+func (p pair) Run(interruptCh <-chan any) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	<-interruptCh
+	p.Stop()
+	return nil
+}
+
+func (p pair) Stop() {
+	p.Worker.Stop()
+	p.authority.Stop()
+}
+
+// newAuthorityWorker is the worker of the authority namespace for taskQueue.
+func newAuthorityWorker(c client.Client, taskQueue string, o Options) sdkworker.Worker {
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{Interceptors: o.Interceptors})
+	RegisterAuthority(w, o)
+	return w
+}
