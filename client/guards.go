@@ -112,7 +112,8 @@ func (c *Client) Guards(ctx context.Context, taskQueue string) (v ledger.View, o
 		v, err = ledger.Guards(ctx, ac, taskQueue)
 	}
 	var nf *serviceerror.NamespaceNotFound
-	if errors.As(err, &nf) {
+	if errors.As(err, &nf) || errors.Is(err, ledger.ErrNotStarted) {
+		// A worker with no authority namespace keeps its ledger here.
 		v, err = ledger.Guards(ctx, c.tc, taskQueue)
 	}
 	if errors.Is(err, ledger.ErrNotStarted) {
