@@ -48,10 +48,11 @@ const (
 	// PolicyActivity is the local activity a ledger run starts with: it
 	// returns the worker's policy, recorded in the ledger's history.
 	PolicyActivity = "toolgate.ledger.policy"
-	// ReserveActivity and SettleActivity call the ledger with the reserve
-	// and settle updates (UpdateWithStart: the first starts the ledger). A
-	// run reserves with ReserveActivity, as a local activity; it settles by
-	// signal.
+	// ReserveActivity calls the ledger with the reserve update
+	// (UpdateWithStart: the first starts the ledger); SettleActivity
+	// signals it a settlement (SignalSettle), naming the run it serves. A
+	// run calls both as local activities (before rules version 12 it
+	// settled by a signal of its own).
 	ReserveActivity = "toolgate.ledger.reserve"
 	SettleActivity  = "toolgate.ledger.settle"
 	// RecoverActivity is the local activity a ledger started anew (not

@@ -46,13 +46,19 @@ func (c *caller) reserve(ctx context.Context, r Reservation) (Verdict, error) {
 	return v, err
 }
 
-// settle is SettleActivity, alike with the settle update; the settlement
-// names the run the activity serves.
+// settle is SettleActivity: it signals the settlement to the ledger of its
+// task queue (SignalSettle), naming the run the activity serves. A signal,
+// not an update: a run settles every call it reserved, and an update each
+// would double the updates the ledger takes (and the server's trouble
+// handing a busy ledger's history to a new worker, temporalio/temporal#7741).
+// The ledger answers nothing: Settled is empty.
 func (c *caller) settle(ctx context.Context, s Settlement) (Settled, error) {
-	s.Workflow = activity.GetInfo(ctx).WorkflowExecution.ID
-	var out Settled
-	err := c.call(ctx, UpdateSettle, "s-", s, &out)
-	return out, err
+	info := activity.GetInfo(ctx)
+	s.Workflow = info.WorkflowExecution.ID
+	if err := c.clientOf(ctx).SignalWorkflow(ctx, ID(info.TaskQueue), "", SignalSettle, s); err != nil {
+		return Settled{}, fmt.Errorf("signalling the settlement to the fleet ledger %s: %w", ID(info.TaskQueue), err)
+	}
+	return Settled{}, nil
 }
 
 // act is ActActivity: it sends an operator's signed act to the ledger of
