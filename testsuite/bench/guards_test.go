@@ -30,11 +30,12 @@ func TestGuardsHarness(t *testing.T) {
 			require.Positive(t, d, name)
 		}
 	}
-	require.Equal(t, map[string]int{SeriesGuardedWrite: calls * rounds, SeriesBaselineWrite: 0, SeriesBaselineRead: 0, SeriesGuardedRead: 0},
+	// Rules version 12: each guarded write is reserved and, once it ran,
+	// committed, each a local activity of the worker.
+	require.Equal(t, map[string]int{SeriesGuardedWrite: 2 * calls * rounds, SeriesBaselineWrite: 0, SeriesBaselineRead: 0, SeriesGuardedRead: 0},
 		g.LedgerActivities)
-	// A guarded write run reserves each call (a local activity: a marker)
-	// and commits it with the next reservation, or by signal at its end: the
-	// writes are its only activities.
+	// A guarded write run reserves and commits each call by local
+	// activities (markers): the writes are its only activities.
 	require.Len(t, g.Hops[Write], (calls-1)*rounds)
 
 	// The warm-up's writes (n 1..5) and each round's (n from (i+1)*calls*10+1)
