@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -29,9 +30,10 @@ const secretBytes = 32
 // SentLink is one link a delivery sends: its token (a Slack button's value),
 // the confirm page's URL, and what the run keeps of it.
 type SentLink struct {
-	Token string
-	URL   string
-	Proof workflows.LinkProof
+	Token   string
+	URL     string
+	Proof   workflows.LinkProof
+	Expires time.Time
 }
 
 // LinkFor is the link for n sent to recipient through channel, issued at
@@ -56,7 +58,7 @@ func (c *Config) LinkFor(n workflows.Notification, recipient, channel string, no
 		return SentLink{}, fmt.Errorf("link for %s: %w", recipient, err)
 	}
 	return SentLink{Token: token, URL: strings.TrimRight(c.LinkBase, "/") + "/confirm?t=" + url.QueryEscape(token),
-		Proof: workflows.LinkProof{Digest: workflows.LinkDigest(secret), Recipient: recipient, Channel: channel}}, nil
+		Proof: workflows.LinkProof{Digest: workflows.LinkDigest(secret), Recipient: recipient, Channel: channel}, Expires: exp}, nil
 }
 
 // linkLog is what one delivery has sent of links, its earlier attempts'
@@ -144,6 +146,38 @@ func (s *Sender) linkFor(lg *linkLog, n workflows.Notification, recipient, chann
 	if err != nil {
 		return SentLink{}, refused("%v", err)
 	}
+	if l.Proof.Digest != "" {
+		if err := recordLink(lg.ctx, n, l); err != nil {
+			return SentLink{}, err // retried: a link the run cannot find recorded decides nothing
+		}
+	}
 	lg.add(l.Proof)
 	return l, nil
+}
+
+// recordLink records link l of delivery n in the authority namespace
+// before it is sent (workflows.LinkRecord): the run keeps a link only with
+// its record (rules version 13). The worker gives the delivery its client
+// of the namespace (authority.WithConn); with none, the activity's own
+// namespace. Outside an activity (a test of the sender) nothing is
+// recorded.
+func recordLink(ctx context.Context, n workflows.Notification, l SentLink) error {
+	conn := authority.ConnFrom(ctx)
+	if conn == nil {
+		if !activity.IsActivity(ctx) {
+			return nil
+		}
+		conn = &authority.Conn{Client: activity.GetClient(ctx), Namespace: activity.GetInfo(ctx).Namespace}
+	}
+	claimant := l.Proof.Digest
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		claimant = info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + l.Proof.Digest
+	}
+	rec := workflows.LinkRecord{WorkflowID: n.WorkflowID, CallID: n.CallID, Asked: n.RequestedAt.UnixNano(),
+		Recipient: l.Proof.Recipient, Channel: l.Proof.Channel, Expires: l.Expires.Unix()}
+	if err := authority.Record(ctx, conn.Client, conn.Namespace, workflows.LinkRecordPrefix+l.Proof.Digest, claimant, rec); err != nil {
+		return fmt.Errorf("recording the link for %s before sending it: %w", l.Proof.Recipient, err)
+	}
+	return nil
 }

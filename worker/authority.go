@@ -35,6 +35,52 @@ func (c claimer) claim(ctx context.Context, req workflows.ClaimRequest) error {
 	return err
 }
 
+// links is the LinksActivity: it keeps, of the links a delivery reports,
+// those recorded for the run's wait in the authority namespace (or, without
+// one, the run's own).
+type links struct{ conn *authority.Conn }
+
+func (l links) check(ctx context.Context, req workflows.LinksRequest) ([]workflows.LinkProof, error) {
+	cl, ns := l.connOf(ctx)
+	kept := []workflows.LinkProof{}
+	for _, p := range req.Links {
+		if len(kept) >= workflows.MaxLinkProofs {
+			break
+		}
+		var rec workflows.LinkRecord
+		err := authority.Lookup(ctx, cl, ns, workflows.LinkRecordPrefix+p.Digest, &rec)
+		switch {
+		case errors.Is(err, authority.ErrNoRecord):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if rec.WorkflowID == req.WorkflowID && rec.CallID == req.CallID && rec.Asked == req.Asked &&
+			rec.Recipient == p.Recipient && rec.Channel == p.Channel {
+			kept = append(kept, p)
+		}
+	}
+	return kept, nil
+}
+
+func (l links) connOf(ctx context.Context) (client.Client, string) {
+	if l.conn != nil {
+		return l.conn.Client, l.conn.Namespace
+	}
+	return activity.GetClient(ctx), activity.GetInfo(ctx).Namespace
+}
+
+// deliverWith is the notify activity: n's delivery, given the worker's
+// client of the authority namespace to record its links in.
+func deliverWith(conn *authority.Conn, deliver func(context.Context, workflows.Notification) (workflows.Delivery, error)) func(context.Context, workflows.Notification) (workflows.Delivery, error) {
+	return func(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
+		if conn != nil {
+			ctx = authority.WithConn(ctx, conn)
+		}
+		return deliver(ctx, n)
+	}
+}
+
 // RegisterAuthority registers, on a worker of the authority namespace
 // polling the runs' task queue, what lives there: the fleet ledger's
 // workflow (with o's policy) and the marker workflow a pause's use is

@@ -319,6 +319,7 @@ func Register(r Registry, o Options) error {
 	r.RegisterWorkflowWithOptions(workflows.AgentRun, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.StartMarker, workflow.RegisterOptions{Name: workflows.StartMarkerWorkflow})
 	r.RegisterActivityWithOptions(claimer{conn: o.Authority}.claim, activity.RegisterOptions{Name: workflows.ClaimActivity})
+	r.RegisterActivityWithOptions(links{conn: o.Authority}.check, activity.RegisterOptions{Name: workflows.LinksActivity})
 	r.RegisterActivityWithOptions(func(context.Context) (workflows.WorkerConfig, error) { return cfg, nil },
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(permits.sign, activity.RegisterOptions{Name: workflows.PermitActivity})
@@ -338,7 +339,7 @@ func Register(r Registry, o Options) error {
 		ledger.Register(r, lcfg)
 	}
 	if o.Notify != nil {
-		r.RegisterActivityWithOptions(o.Notify.Deliver, activity.RegisterOptions{Name: workflows.NotifyActivity})
+		r.RegisterActivityWithOptions(deliverWith(o.Authority, o.Notify.Deliver), activity.RegisterOptions{Name: workflows.NotifyActivity})
 	}
 	for _, t := range o.Tools {
 		if t.Spec.Remote() {

@@ -156,9 +156,12 @@ type run struct {
 //	                the fleet ledger there, each commit when its call ran
 //	                (guards.go); approver names that look like a reserved
 //	                form are refused (approvals.go)
+//	13              a run keeps a link its delivery reports only if the
+//	                worker recorded it in the authority namespace before
+//	                sending it (links.go)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 12
+	versionCurrent  = 13
 )
 
 // Versions of versionChangeID.
@@ -191,6 +194,9 @@ const (
 	// are claimed, and settlements sent, in the authority namespace by
 	// local activities; look-alike and door names are refused.
 	versionAuthority workflow.Version = 12
+	// versionLinks: a delivery's links count only with their record in the
+	// authority namespace (LinksActivity): a delivery's result is no proof.
+	versionLinks workflow.Version = 13
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -201,8 +201,11 @@ type fixture struct {
 	ledger  *ledger.Memory // the fleet ledger of a fixture with a policy
 	claims  *permit.MemoryClaimer
 	used    map[string]string // marker workflow id → claimant (ClaimActivity)
-	usedMu  sync.Mutex
-	opts    []fixtureOption // what the fixture's worker was registered with
+	// unrecorded: the links the fixture's notifier reports have no record
+	// (LinksActivity keeps none), as a forged delivery's.
+	unrecorded bool
+	usedMu     sync.Mutex
+	opts       []fixtureOption // what the fixture's worker was registered with
 }
 
 type fixtureOption func(*worker.Options)
@@ -279,6 +282,14 @@ func registerOn(f *fixture, d *desk, opts ...fixtureOption) error {
 		}
 		f.used[req.WorkflowID] = claimant
 		return nil
+	}).Maybe()
+	// A delivery's links are recorded by the worker that sends them: here
+	// every link the fixture's notifier reports is (f.unrecorded: none is).
+	f.env.OnActivity(workflows.LinksActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, req workflows.LinksRequest) ([]workflows.LinkProof, error) {
+		if f.unrecorded {
+			return []workflows.LinkProof{}, nil
+		}
+		return req.Links, nil
 	}).Maybe()
 	if m := f.ledger; m != nil && o.Ledger == ledger.Backend(m) {
 		// A run settles by signal: the fixture's ledger takes it.

@@ -3,8 +3,10 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -124,4 +126,63 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// From rules version 13 a delivery's result is no proof of what it sent:
+// anyone who may complete its activity by id (any client of a stock
+// server) writes that result. The worker records each link in the
+// authority namespace before it sends it (LinkRecordPrefix + the digest of
+// its secret: what run, call and wait it is for, to whom, through which
+// channel), and the run keeps only the links a local activity of its
+// worker finds recorded so (LinksActivity).
+
+// LinkRecordPrefix starts the workflow id of a link's record.
+const LinkRecordPrefix = "toolgate-link-"
+
+// LinksActivity is the local activity that keeps, of the links a delivery
+// reports (LinksRequest), those recorded for this run's wait.
+const LinksActivity = "toolgate.links"
+
+// LinkRecord is what a link's record says: the run, call and wait it was
+// sent for, and to whom through which channel.
+type LinkRecord struct {
+	WorkflowID string `json:"workflow_id"`
+	CallID     string `json:"call_id"`
+	Asked      int64  `json:"asked"` // the wait's requested_at, Unix nanoseconds
+	Recipient  string `json:"to"`
+	Channel    string `json:"via"`
+	Expires    int64  `json:"exp"` // Unix seconds
+}
+
+// LinksRequest asks which of Links are recorded for the wait.
+type LinksRequest struct {
+	WorkflowID string      `json:"workflow_id"`
+	CallID     string      `json:"call_id"`
+	Asked      int64       `json:"asked"`
+	Links      []LinkProof `json:"links"`
+}
+
+// recordedLinks is, of the links delivery n reports, those its worker
+// recorded for n's wait (rules version 13), and how many it drops.
+func (r *run) recordedLinks(ctx workflow.Context, n Notification, links []LinkProof) ([]LinkProof, int) {
+	if r.version < versionLinks || len(links) == 0 {
+		return links, 0
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 5 * time.Second},
+	})
+	var kept []LinkProof
+	req := LinksRequest{WorkflowID: n.WorkflowID, CallID: n.CallID, Asked: n.RequestedAt.UnixNano(), Links: links}
+	err := workflow.ExecuteLocalActivity(lctx, LinksActivity, req).Get(ctx, &kept)
+	r.localSince++
+	if err != nil {
+		r.logger.Warn("the links a delivery reports could not be checked against their records: none is kept", "error", err)
+		return nil, len(links)
+	}
+	if len(kept) > len(links) {
+		kept = kept[:len(links)]
+	}
+	return kept, len(links) - len(kept)
 }

@@ -221,7 +221,7 @@ func TestDoorNamesRefusedUnderAPolicy(t *testing.T) {
 // from version 9, in the words of then.
 func TestNamesBeforeVersion12(t *testing.T) {
 	f := newFixture(t)
-	f.env.OnGetVersion("decision-kind", workflow.DefaultVersion, 12).Return(workflow.Version(11))
+	f.env.OnGetVersion("decision-kind", workflow.DefaultVersion, workflows.CurrentRulesVersion).Return(workflow.Version(11))
 	var asRule, lookAlike, door *updateOutcome
 	f.at(time.Minute, func() {
 		asRule = f.named("Rule:x", "c-1", nil)

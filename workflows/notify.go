@@ -122,7 +122,8 @@ func (r *run) notify(ctx workflow.Context, n Notification) {
 			links := ""
 			if r.version >= versionTrust3 && sent.Event == NotifyWaiting {
 				ls := deliveredLinks(d, err)
-				links = linksNote(ls, r.takeLinks(sent, ls))
+				ls, unrecorded := r.recordedLinks(gctx, sent, ls)
+				links = linksNote(ls, r.takeLinks(sent, ls)) + unrecordedNote(unrecorded)
 			}
 			if err != nil {
 				r.record(call, TraceRecord{Status: TraceNotifyFailed, Reason: what, Error: clip(deliveryError(err)+links, MaxTextBytes)})
@@ -180,4 +181,13 @@ func deliveryError(err error) string {
 		msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, NotifyAttempts)
 	}
 	return strings.TrimSpace(msg)
+}
+
+// unrecordedNote says how many links a delivery reported that its worker
+// never recorded (rules version 13): none of them decides anything.
+func unrecordedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d link(s) it reports have no record in the authority namespace: refused, none decides", n)
 }

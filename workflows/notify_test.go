@@ -308,3 +308,40 @@ func TestViaWithoutPolicy(t *testing.T) {
 	i := slices.IndexFunc(res.Trace, func(r workflows.TraceRecord) bool { return r.Status == workflows.TraceApproved })
 	require.Equal(t, "alice@example.com: email", res.Trace[i].Via)
 }
+
+// A delivery's result is no proof of what it sent (rules version 13): the
+// links it reports count only if the worker recorded them before sending.
+// Here the delivery reports alice's Slack link, and no record holds it (a
+// delivery completed by someone else, with links of their own): her click
+// on it decides nothing, and the trace says why the links were refused.
+func TestUnrecordedLinksDecideNothing(t *testing.T) {
+	s := newSigners(t)
+	linkKey, pol := linkPolicy(t, s)
+	n := &notifier{targets: []workflows.NotifyTarget{target("ops", workflows.NotifyWaiting)},
+		links: []workflows.LinkProof{sentLink("team-slack", "team", "slack")}}
+	f := newFixture(t, withPolicy(pol), withNotifier(n))
+	f.unrecorded = true
+	var click *updateOutcome
+	f.at(time.Minute, func() {
+		c := signed.Claims{Approver: "alice", WorkflowID: "default-test-workflow-id", Action: signed.ActionApprove, CallID: "c-1", ArgsDigest: f.digest("c-1"),
+			Asked: f.asked("c-1"), Via: "slack", Link: "team-slack", IssuedAt: f.env.Now().Unix(), Expiry: f.env.Now().Unix() + 300}
+		tok, err := signed.Sign(linkKey, c)
+		require.NoError(t, err)
+		click = f.update(workflows.UpdateApprove, workflows.DecisionInput{CallID: "c-1", ArgsDigest: c.ArgsDigest, Via: "slack", Token: tok})
+	})
+	f.at(2*time.Minute, func() {
+		require.True(t, click.done)
+		require.ErrorContains(t, click.err, "this run sent no slack link with this secret for call c-1's wait")
+		require.Equal(t, []string{"gate:close_ticket"}, f.next(), "the call still waits")
+		s.decide(f, "alice", signed.ActionApprove, "c-1", nil)
+	})
+	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`))))
+	require.Equal(t, 1, f.desk.count("close_ticket"), "alice's own signed approval decides")
+	for _, r := range res.Trace {
+		if r.Status == workflows.TraceNotified {
+			require.Contains(t, r.Reason, "have no record in the authority namespace")
+			return
+		}
+	}
+	t.Fatal("no notified record in the trace")
+}

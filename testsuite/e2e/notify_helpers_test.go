@@ -56,7 +56,21 @@ type recorder struct {
 	mu     sync.Mutex
 	got    []request
 	status int
+	held   chan struct{} // hold: requests wait until it is closed
 	srv    *httptest.Server
+}
+
+// hold makes the recorder's requests wait, once recorded, until release is
+// called (or the test ends): a delivery to it stays in flight.
+func (r *recorder) hold(t *testing.T) (release func()) {
+	r.mu.Lock()
+	r.held = make(chan struct{})
+	held := r.held
+	r.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return release
 }
 
 func newRecorder(t *testing.T, status int) *recorder {
@@ -65,8 +79,15 @@ func newRecorder(t *testing.T, status int) *recorder {
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 		r.mu.Lock()
 		r.got = append(r.got, request{header: req.Header.Clone(), body: body, path: req.URL.Path})
-		status := r.status
+		status, held := r.status, r.held
 		r.mu.Unlock()
+		if held != nil {
+			select {
+			case <-held:
+			case <-req.Context().Done():
+				return
+			}
+		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, "ok")
 	}))
