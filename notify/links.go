@@ -157,17 +157,14 @@ func (s *Sender) linkFor(lg *linkLog, n workflows.Notification, recipient, chann
 
 // recordLink records link l of delivery n in the authority namespace
 // before it is sent (workflows.LinkRecord): the run keeps a link only with
-// its record (rules version 13). The worker gives the delivery its client
-// of the namespace (authority.WithConn); with none, the activity's own
-// namespace. Outside an activity (a test of the sender) nothing is
-// recorded.
+// its record (rules version 13). A toolgate worker gives every delivery
+// the client to record with (authority.WithConn: its authority namespace,
+// or its own); a Sender called otherwise (a test of the sender) records
+// nothing, and a run would keep none of its links.
 func recordLink(ctx context.Context, n workflows.Notification, l SentLink) error {
 	conn := authority.ConnFrom(ctx)
 	if conn == nil {
-		if !activity.IsActivity(ctx) {
-			return nil
-		}
-		conn = &authority.Conn{Client: activity.GetClient(ctx), Namespace: activity.GetInfo(ctx).Namespace}
+		return nil
 	}
 	claimant := l.Proof.Digest
 	if activity.IsActivity(ctx) {

@@ -71,13 +71,15 @@ func (l links) connOf(ctx context.Context) (client.Client, string) {
 }
 
 // deliverWith is the notify activity: n's delivery, given the worker's
-// client of the authority namespace to record its links in.
+// client of the authority namespace to record its links in (without one,
+// the activity's own client and namespace).
 func deliverWith(conn *authority.Conn, deliver func(context.Context, workflows.Notification) (workflows.Delivery, error)) func(context.Context, workflows.Notification) (workflows.Delivery, error) {
 	return func(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
-		if conn != nil {
-			ctx = authority.WithConn(ctx, conn)
+		c := conn
+		if c == nil { // no authority namespace: the links are recorded in the run's own
+			c = &authority.Conn{Client: activity.GetClient(ctx), Namespace: activity.GetInfo(ctx).Namespace}
 		}
-		return deliver(ctx, n)
+		return deliver(authority.WithConn(ctx, c), n)
 	}
 }
 
