@@ -72,6 +72,12 @@ var ErrUsed = errors.New("used already")
 // knows its claimant: nobody else's start of the id matters to the owner,
 // and a claimant cannot take what another holds.
 func Claim(ctx context.Context, c client.Client, ns, wid, claimant string) error {
+	return startMarker(ctx, c, ns, wid, claimant, nil)
+}
+
+// startMarker starts the marker workflow wid in namespace ns for claimant
+// (Claim), with memo when it carries a record (Record).
+func startMarker(ctx context.Context, c client.Client, ns, wid, claimant string, memo *commonpb.Memo) error {
 	if c == nil {
 		return errors.New("authority: no Temporal client to claim with")
 	}
@@ -84,6 +90,7 @@ func Claim(ctx context.Context, c client.Client, ns, wid, claimant string) error
 		Identity:              "toolgate claim",
 		RequestId:             RequestID(claimant),
 		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Memo:                  memo,
 	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {

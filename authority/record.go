@@ -7,12 +7,9 @@ import (
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // A record is a claim that carries what it records: a marker workflow
@@ -31,9 +28,6 @@ const MaxRecordBytes = 4 << 10
 // claimant (as Claim: the same claimant again is answered alike, any other
 // is refused with ErrUsed).
 func Record(ctx context.Context, c client.Client, ns, wid, claimant string, v any) error {
-	if c == nil {
-		return errors.New("authority: no Temporal client to record with")
-	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("authority: encoding record %s: %w", wid, err)
@@ -43,25 +37,7 @@ func Record(ctx context.Context, c client.Client, ns, wid, claimant string, v an
 	}
 	memo := &commonpb.Memo{Fields: map[string]*commonpb.Payload{RecordField: {
 		Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: data}}}
-	_, err = c.WorkflowService().StartWorkflowExecution(ctx, &workflowservice.StartWorkflowExecutionRequest{
-		Namespace:             ns,
-		WorkflowId:            wid,
-		WorkflowType:          &commonpb.WorkflowType{Name: MarkerWorkflow},
-		TaskQueue:             &taskqueuepb.TaskQueue{Name: ClaimQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-		WorkflowRunTimeout:    durationpb.New(ClaimTimeout),
-		Identity:              "toolgate record",
-		RequestId:             RequestID(claimant),
-		WorkflowIdReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		Memo:                  memo,
-	})
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	switch {
-	case errors.As(err, &started):
-		return fmt.Errorf("%w: record %s of namespace %s is another claimant's", ErrUsed, wid, ns)
-	case err != nil:
-		return fmt.Errorf("authority: recording %s in namespace %s: %w", wid, ns, err)
-	}
-	return nil
+	return startMarker(ctx, c, ns, wid, claimant, memo)
 }
 
 // ErrNoRecord: no record of that id in the namespace.

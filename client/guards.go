@@ -4,10 +4,9 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,9 +54,19 @@ func (c *Client) toggle(ctx context.Context, taskQueue, tool, reason, operator s
 	if err != nil {
 		return ledger.View{}, fmt.Errorf("signing the %s: %w", action, err)
 	}
-	v, err := c.relay(ctx, taskQueue, ledger.Act{Pause: pause, Token: tok})
-	if err != nil {
+	if _, err := c.relay(ctx, taskQueue, ledger.Act{Pause: pause, Token: tok}); err != nil {
 		return ledger.View{}, err // the ledger's refusal says why ("pause refused: …")
+	}
+	// The relay's answer is whoever answered its workflow task: on a server
+	// where anyone may poll the queue, not necessarily a worker. What
+	// counts is what the ledger holds, read where only workers write.
+	v, ok, err := c.Guards(ctx, taskQueue)
+	if err != nil {
+		return ledger.View{}, fmt.Errorf("the %s was carried to the fleet ledger, but reading the ledger to confirm it failed: %w", action, err)
+	}
+	if held := ok && slices.ContainsFunc(v.Pauses, func(p ledger.Pause) bool { return p.Tool == tool }); held != pause {
+		return ledger.View{}, fmt.Errorf("the %s of %s was answered as taken, but the fleet ledger of task queue %s does not show it: "+
+			"whoever answered the act was not the ledger; check the workers polling %s", action, tool, taskQueue, taskQueue)
 	}
 	return v, nil
 }
@@ -73,9 +82,8 @@ const ActTimeout = 2 * time.Minute
 // relay's workflow, which anyone may start, carries nothing it could
 // forge.
 func (c *Client) relay(ctx context.Context, taskQueue string, a ledger.Act) (ledger.View, error) {
-	sum := sha256.Sum256([]byte(a.Token))
 	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
-		ID:                       "toolgate-act-" + hex.EncodeToString(sum[:16]),
+		ID:                       ledger.ActWorkflowID(a.Token),
 		TaskQueue:                taskQueue,
 		WorkflowExecutionTimeout: ActTimeout,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

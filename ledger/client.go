@@ -168,6 +168,10 @@ func isRefusal(err error) bool {
 	return errors.As(err, &ae) && ae.Type() != ClosingError
 }
 
+// ActWorkflowID is the workflow id of the ActWorkflow that carries an act
+// signed as token: the same token, the same act.
+func ActWorkflowID(token string) string { return "toolgate-act-" + tokenID(token) }
+
 // tokenID is a signed token's id: the first 16 bytes of its SHA-256, in
 // hex (as package workflows names tokens).
 func tokenID(token string) string {

@@ -16,19 +16,24 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
+// connOf is conn, or without one the activity's own client and namespace:
+// where a worker with no authority namespace claims and records.
+func connOf(ctx context.Context, conn *authority.Conn) *authority.Conn {
+	if conn != nil {
+		return conn
+	}
+	return &authority.Conn{Client: activity.GetClient(ctx), Namespace: activity.GetInfo(ctx).Namespace}
+}
+
 // claimer is the ClaimActivity: it claims a run's use of a token or a link
 // in the authority namespace (or, without one, the run's own), for the run
 // and the local activity that claims.
 type claimer struct{ conn *authority.Conn }
 
 func (c claimer) claim(ctx context.Context, req workflows.ClaimRequest) error {
-	info := activity.GetInfo(ctx)
-	cl, ns := activity.GetClient(ctx), info.Namespace
-	if c.conn != nil {
-		cl, ns = c.conn.Client, c.conn.Namespace
-	}
+	info, conn := activity.GetInfo(ctx), connOf(ctx, c.conn)
 	claimant := info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
-	err := authority.Claim(ctx, cl, ns, req.WorkflowID, claimant)
+	err := authority.Claim(ctx, conn.Client, conn.Namespace, req.WorkflowID, claimant)
 	if errors.Is(err, authority.ErrUsed) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.UsedError, nil)
 	}
@@ -41,14 +46,14 @@ func (c claimer) claim(ctx context.Context, req workflows.ClaimRequest) error {
 type links struct{ conn *authority.Conn }
 
 func (l links) check(ctx context.Context, req workflows.LinksRequest) ([]workflows.LinkProof, error) {
-	cl, ns := l.connOf(ctx)
+	conn := connOf(ctx, l.conn)
 	kept := []workflows.LinkProof{}
 	for _, p := range req.Links {
 		if len(kept) >= workflows.MaxLinkProofs {
 			break
 		}
 		var rec workflows.LinkRecord
-		err := authority.Lookup(ctx, cl, ns, workflows.LinkRecordPrefix+p.Digest, &rec)
+		err := authority.Lookup(ctx, conn.Client, conn.Namespace, workflows.LinkRecordPrefix+p.Digest, &rec)
 		switch {
 		case errors.Is(err, authority.ErrNoRecord):
 			continue
@@ -63,23 +68,12 @@ func (l links) check(ctx context.Context, req workflows.LinksRequest) ([]workflo
 	return kept, nil
 }
 
-func (l links) connOf(ctx context.Context) (client.Client, string) {
-	if l.conn != nil {
-		return l.conn.Client, l.conn.Namespace
-	}
-	return activity.GetClient(ctx), activity.GetInfo(ctx).Namespace
-}
-
 // deliverWith is the notify activity: n's delivery, given the worker's
 // client of the authority namespace to record its links in (without one,
 // the activity's own client and namespace).
 func deliverWith(conn *authority.Conn, deliver func(context.Context, workflows.Notification) (workflows.Delivery, error)) func(context.Context, workflows.Notification) (workflows.Delivery, error) {
 	return func(ctx context.Context, n workflows.Notification) (workflows.Delivery, error) {
-		c := conn
-		if c == nil { // no authority namespace: the links are recorded in the run's own
-			c = &authority.Conn{Client: activity.GetClient(ctx), Namespace: activity.GetInfo(ctx).Namespace}
-		}
-		return deliver(authority.WithConn(ctx, c), n)
+		return deliver(authority.WithConn(ctx, connOf(ctx, conn)), n)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/devserver"
@@ -258,4 +260,27 @@ func TestTheLedgerCannotBeWipedSquattedOrReleased(t *testing.T) {
 		t.Fatalf("the ledger after its termination: %v (%+v), want dave's pause", err, v.Pauses)
 	}
 	committed(4000)
+}
+
+// An operator's act is confirmed by the ledger, not by whoever answered it:
+// on a server where anyone may poll a queue, a rogue worker answers the
+// act's workflow with a pause it never made; the client reads the ledger,
+// finds no pause, and says so.
+func TestAPauseAnsweredByARogueWorkerIsNotTakenForDone(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	k := newKeyring(t, "dave")
+	const queue = "trust5-rogue-acts"
+	rogue := sdkworker.New(s.client, queue, sdkworker.Options{})
+	rogue.RegisterWorkflowWithOptions(func(workflow.Context, ledger.Act) (ledger.View, error) {
+		return ledger.View{Policy: true, Pauses: []ledger.Pause{{Tool: "refund", By: "dave", Reason: "fake"}}}, nil
+	}, workflow.RegisterOptions{Name: ledger.ActWorkflow})
+	if err := rogue.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rogue.Stop)
+	_, err := s.tg.Pause(rewindCtx(t), queue, "refund", "incident", "dave", k["dave"])
+	if err == nil || !strings.Contains(err.Error(), "does not show it") {
+		t.Fatalf("a pause only a rogue worker answered: %v, want it reported as not held by the ledger", err)
+	}
 }
