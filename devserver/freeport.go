@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"sync"
 )
 
 // portPicker hands out distinct free TCP ports on one host.
@@ -20,6 +21,37 @@ type portPicker struct {
 
 // Ports that a small portPicker draws from (random, checked free).
 const smallPortLow, smallPortHigh = 20000, 32767
+
+// smallTaken are the small ports this process has handed out: a port is
+// checked free, then bound later by the server, so two servers started at
+// once in one process (parallel tests) could otherwise draw the same one
+// and the second fail with "address already in use". Ports above 32767
+// come from the OS (freePort), which does not hand one out twice.
+var smallTaken = &portSet{ports: map[int]bool{}}
+
+// portSet is a set of ports, safe for concurrent use.
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// take adds port, reporting false if it was there already.
+func (s *portSet) take(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports[port] {
+		return false
+	}
+	s.ports[port] = true
+	return true
+}
+
+// give removes port.
+func (s *portSet) give(port int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.ports, port)
+}
 
 func newPortPicker(host string) *portPicker {
 	return &portPicker{host: host, used: map[int]bool{}}
@@ -48,7 +80,11 @@ func (p *portPicker) next() (int, error) {
 func (p *portPicker) nextSmall() (int, error) {
 	for range 200 {
 		port := smallPortLow + rand.IntN(smallPortHigh-smallPortLow+1)
-		if p.used[port] || checkPortFree(p.host, port) != nil {
+		if p.used[port] || !smallTaken.take(port) {
+			continue
+		}
+		if checkPortFree(p.host, port) != nil {
+			smallTaken.give(port)
 			continue
 		}
 		p.used[port] = true
