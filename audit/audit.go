@@ -60,6 +60,13 @@
 // server without principal attribution) cannot be checked so, and
 // Report.Notes says so.
 //
+// Read from the server (Runs, with WithRewindRecords), each reset is also
+// checked against the record the worker that carried out the rewind made in
+// the authority namespace (rules version 14): a reset no record covers is
+// named. Namespace audits a whole namespace by the same principals: in the
+// authority namespace, which only workers write, every event a call wrote
+// must be a worker's or the server's.
+//
 // Time validity (iat, exp) is NOT checked: tokens expire minutes after they
 // are signed, and what matters is that the run accepted them when they were
 // valid, which it checked with its own clock (a refused update leaves no
@@ -263,7 +270,21 @@ func (r Report) Unverified() int {
 // Option configures an audit.
 type Option func(*options)
 
-type options struct{ keyring *encryption.Keyring }
+type options struct {
+	keyring *encryption.Keyring
+	records RecordReader
+}
+
+// RecordReader reads the record a worker made, in the authority namespace,
+// of the rewind whose reset id is reset (workflows.RewindRecordPrefix +
+// reset): authority.ErrNoRecord when there is none.
+type RecordReader func(reset string) (workflows.RewindRecord, error)
+
+// WithRewindRecords checks every reset a history holds against the record
+// a worker made of it in the authority namespace (read), and names each
+// reset no record covers: a reset anyone but a worker carrying out an
+// operator's rewind made.
+func WithRewindRecords(read RecordReader) Option { return func(o *options) { o.records = read } }
 
 // WithKeyring decrypts the payloads of a history written by workers with an
 // encryption key file before auditing it. A history with a payload under a
@@ -284,13 +305,18 @@ func File(path string, pol *policy.Policy, opts ...Option) (Report, error) {
 // History audits one exported history. pol is the policy to verify against;
 // nil: the policy recorded in the history (Report.PolicyFrom says which).
 func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
 	hist, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
 	if err != nil {
 		return Report{}, fmt.Errorf("reading the history: %w", err)
+	}
+	return Events(hist, pol, opts...)
+}
+
+// Events audits one run's history as the server gives it (see History).
+func Events(hist *historypb.History, pol *policy.Policy, opts ...Option) (Report, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
 	}
 	if err := encryption.Decrypt(context.Background(), hist, o.keyring); err != nil {
 		return Report{}, err
@@ -300,7 +326,7 @@ func History(r io.Reader, pol *policy.Policy, opts ...Option) (Report, error) {
 		return Report{}, errors.New("not a run's history: it does not start with WorkflowExecutionStarted")
 	}
 	a := &auditor{pol: pol, version: -1, updates: map[string]int{}, inputs: map[int]decisionPayload{}, claims: map[int]signed.Claims{},
-		notifies: map[int64]workflows.Notification{}, events: evs, signedResets: map[int64]string{}, configAt: -1}
+		notifies: map[int64]workflows.Notification{}, events: evs, signedResets: map[int64]string{}, configAt: -1, records: o.records}
 	a.rep.Version = -1
 	a.rep.PolicyFrom = "given"
 	if pol == nil {

@@ -67,15 +67,19 @@ type auditor struct {
 	// signedResets are the resets an operator's verified rewind note names:
 	// reset event id -> who, as a writer's basis says it (principals.go).
 	signedResets map[int64]string
+	// records reads a worker's record of a reset from the authority
+	// namespace (WithRewindRecords); nil: the audit reads no namespace.
+	records RecordReader
 }
 
 // versionChangeID is the change id of AgentRun's rules version
 // (workflows/agentrun.go), and these the versions the audit tells apart.
 const (
 	versionChangeID = "decision-kind"
-	versionKind     = 1 // decisions name their kind (gate or interrupt)
-	versionDigest   = 3 // decisions must name args_digest
-	versionTrust2   = 5 // fail closed to the strictest verdict; start tokens sign input_digest
+	versionKind     = 1  // decisions name their kind (gate or interrupt)
+	versionDigest   = 3  // decisions must name args_digest
+	versionTrust2   = 5  // fail closed to the strictest verdict; start tokens sign input_digest
+	versionRewinds  = 14 // a rewind is carried out, and recorded, by a worker
 )
 
 // decisionPayload is an approve or reject as it came.
@@ -212,7 +216,7 @@ func (a *auditor) event(ev *historypb.HistoryEvent) error {
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 		if f := ev.GetWorkflowTaskFailedEventAttributes(); f.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW {
-			a.resets = append(a.resets, resetEvent{at: at, eventID: id, base: f.GetBaseRunId(), reason: f.GetFailure().GetMessage()})
+			a.resets = append(a.resets, resetEvent{at: at, eventID: id, base: f.GetBaseRunId(), newRun: f.GetNewRunId(), reason: f.GetFailure().GetMessage()})
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 		s := ev.GetWorkflowExecutionSignaledEventAttributes()

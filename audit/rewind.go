@@ -1,12 +1,14 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -28,6 +30,7 @@ type resetEvent struct {
 	at      time.Time
 	eventID int64
 	base    string // the run that was reset
+	newRun  string // the run the reset made
 	reason  string // the reset's reason, as whoever reset it gave it
 }
 
@@ -103,7 +106,7 @@ func (a *auditor) checkRewinds() {
 				reset.eventID, reset.reason, workflows.ResetMark(n.Reset))
 		case taken && (e.Verified || (e.Unsigned && !a.rep.Recorded)):
 			attributed[reset.eventID] = true
-			if e.Verified {
+			if e.Verified && a.version < versionRewinds { // from 14 a reset is a worker's: no note vouches for a person's
 				a.signedResets[reset.eventID] = fmt.Sprintf("%s's verified rewind (event %d)", e.Approver, e.EventID)
 			}
 		}
@@ -120,17 +123,75 @@ func (a *auditor) checkRewinds() {
 		}
 	}
 	for _, r := range a.resets {
-		if attributed[r.eventID] {
+		covered, why := a.recorded(r)
+		if attributed[r.eventID] && a.version < versionRewinds {
+			why = "" // before rules version 14 an operator's note vouches for the reset it names, whoever made it
+		}
+		if attributed[r.eventID] && why == "" {
 			continue
 		}
 		e := Entry{At: r.at, EventID: r.eventID, Kind: KindReset, Via: ViaReset, Applied: true,
 			Result: fmt.Sprintf("run %s reset: %q", r.base, r.reason)}
-		e.Problem = "unattributed reset: no verified rewind note (an operator's signed rewind) follows it; its reason is whatever whoever reset the run wrote"
-		if !a.rep.Recorded {
-			e.Problem = "unattributed reset: no rewind note follows it; its reason is whatever whoever reset the run wrote"
+		switch {
+		case covered != "":
+			e.Verified, e.Result = true, covered
+		case attributed[r.eventID]:
+			e.Problem = why
+		default:
+			e.Problem = "unattributed reset: no verified rewind note (an operator's signed rewind) follows it; its reason is whatever whoever reset the run wrote"
+			if !a.rep.Recorded {
+				e.Problem = "unattributed reset: no rewind note follows it; its reason is whatever whoever reset the run wrote"
+			}
+			if why != "" {
+				e.Problem += "; " + why
+			}
 		}
 		a.rep.Entries = append(a.rep.Entries, e)
 	}
+}
+
+// recorded checks reset r against the record a worker made of it in the
+// authority namespace (WithRewindRecords): covered says whose rewind the
+// record says it carried out, why why not; both "" when the audit reads no
+// records.
+func (a *auditor) recorded(r resetEvent) (covered, why string) {
+	if a.records == nil {
+		return "", ""
+	}
+	id := resetIDOf(r.reason)
+	if id == "" {
+		return "", "no worker's record covers it: its reason names no reset id (toolgate rewind's end \"reset <id>\"), so no worker carried it out"
+	}
+	rec, err := a.records(id)
+	switch {
+	case errors.Is(err, authority.ErrNoRecord):
+		return "", fmt.Sprintf("no worker's record covers it: the authority namespace holds no %s%s", workflows.RewindRecordPrefix, id)
+	case err != nil:
+		return "", fmt.Sprintf("its record %s%s could not be read: %v", workflows.RewindRecordPrefix, id, err)
+	case rec.NewRunID != r.newRun || rec.BaseRunID != r.base || rec.Event != r.eventID || rec.WorkflowID != a.rep.WorkflowID:
+		return "", fmt.Sprintf("no worker's record covers it: %s%s records the reset of run %s of %s at event %d into run %s, this one reset run %s at event %d into run %s",
+			workflows.RewindRecordPrefix, id, rec.BaseRunID, rec.WorkflowID, rec.Event, rec.NewRunID, r.base, r.eventID, r.newRun)
+	}
+	by := rec.By
+	if !rec.Signed {
+		by += " (as they say: unsigned)"
+	}
+	return fmt.Sprintf("run %s reset to event %d by a worker carrying out %s's rewind to just before %s (its record %s%s in the authority namespace)",
+		r.base, r.eventID, by, rec.CallID, workflows.RewindRecordPrefix, id), ""
+}
+
+// resetIDOf is the reset id a reset's reason ends with (workflows.ResetMark),
+// "" if none.
+func resetIDOf(reason string) string {
+	i := strings.LastIndex(reason, workflows.ResetMark(""))
+	if i < 0 {
+		return ""
+	}
+	id := reason[i+len(workflows.ResetMark("")):]
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return ""
+	}
+	return id
 }
 
 // tracesRewind: the run's trace records the rewind the note says (the

@@ -43,11 +43,20 @@ func Record(ctx context.Context, c client.Client, ns, wid, claimant string, v an
 // ErrNoRecord: no record of that id in the namespace.
 var ErrNoRecord = errors.New("no record")
 
-// Lookup reads the record wid of namespace ns into v: ErrNoRecord when
-// there is none, or it carries no record.
+// Lookup reads the record wid of namespace ns (""; c's own) into v:
+// ErrNoRecord when there is none, or it carries no record.
 func Lookup(ctx context.Context, c client.Client, ns, wid string, v any) error {
-	d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: ns, Execution: &commonpb.WorkflowExecution{WorkflowId: wid}})
+	var (
+		d   *workflowservice.DescribeWorkflowExecutionResponse
+		err error
+	)
+	if ns == "" {
+		d, err = c.DescribeWorkflowExecution(ctx, wid, "")
+		ns = "of the client"
+	} else {
+		d, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+			Namespace: ns, Execution: &commonpb.WorkflowExecution{WorkflowId: wid}})
+	}
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):

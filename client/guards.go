@@ -133,6 +133,15 @@ func (c *Client) Guards(ctx context.Context, taskQueue string) (v ledger.View, o
 	return v, true, nil
 }
 
+// authorityNamespace is the authority namespace's name: the one given
+// (WithAuthority, WithConnection), else the namespace + authority.Suffix.
+func (c *Client) authorityNamespace() string {
+	if c.authorityNS != "" {
+		return c.authorityNS
+	}
+	return authority.Namespace(cmp.Or(c.namespace, connect.DefaultNamespace))
+}
+
 // authorityClient is the client of the authority namespace: the one given
 // (WithAuthority), else one made over tc's connection, once.
 func (c *Client) authorityClient(ctx context.Context) (sdkclient.Client, error) {
@@ -141,10 +150,7 @@ func (c *Client) authorityClient(ctx context.Context) (sdkclient.Client, error) 
 	if c.authority != nil {
 		return c.authority, nil
 	}
-	ns := c.authorityNS
-	if ns == "" {
-		ns = authority.Namespace(cmp.Or(c.namespace, connect.DefaultNamespace))
-	}
+	ns := c.authorityNamespace()
 	ac, err := sdkclient.NewClientFromExistingWithContext(ctx, c.tc, sdkclient.Options{Namespace: ns, DataConverter: c.dc, FailureConverter: c.fc})
 	if err != nil {
 		return nil, fmt.Errorf("a client of the authority namespace %s: %w", ns, err)

@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/timeline"
 	"github.com/toolgate/toolgate/tool"
@@ -126,27 +126,89 @@ func (c *Client) Rewind(ctx context.Context, id, call, expect string, by Operato
 		}
 		return Rewound{Preview: p}, c.classify(ctx, id, err)
 	}
-	ns := c.namespace
-	if ns == "" {
-		ns = "default"
-	}
-	resp, err := c.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 ns,
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: p.BaseRunID},
-		Reason:                    fmt.Sprintf("toolgate rewind to just before %s (step %d) by %s, preview %s, %s", call, p.Step, by.Name, p.Digest, workflows.ResetMark(reset)),
-		WorkflowTaskFinishEventId: p.ResetEvent,
-		RequestId:                 reset,
-		ResetReapplyExcludeTypes: []enumspb.ResetReapplyExcludeType{enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
-			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_NEXUS},
-	})
+	done, err := c.carry(ctx, id, note)
 	if err != nil {
-		return Rewound{Preview: p}, fmt.Errorf("resetting run %s to event %d of run %s: %w", id, p.ResetEvent, p.BaseRunID, err)
+		return Rewound{Preview: p}, err
 	}
-	if err := c.tc.SignalWorkflow(ctx, id, resp.GetRunId(), workflows.SignalRewound, note); err != nil {
-		return Rewound{Preview: p, RunID: resp.GetRunId()}, fmt.Errorf("run %s was rewound (new run %s), but telling it who rewound it failed: %w; "+
-			"the run goes on, and its trace will not name the rewind", id, resp.GetRunId(), err)
+	return Rewound{Preview: p, RunID: done.RunID}, nil
+}
+
+// carry sends a rewind to a worker of the run's task queue
+// (workflows.RewindWorkflow, in the runs' namespace), which carries it out:
+// the run checks the act, the worker resets the run, records the rewind in
+// the authority namespace and tells the new run. The request's workflow
+// answers whoever answered its task — on a server where anyone may poll the
+// queue, not necessarily a worker — so what counts is the record, read
+// where only workers write.
+func (c *Client) carry(ctx context.Context, id string, note workflows.RewindNote) (workflows.RewindDone, error) {
+	d, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return workflows.RewindDone{}, c.classify(ctx, id, err)
 	}
-	return Rewound{Preview: p, RunID: resp.GetRunId()}, nil
+	tq := d.GetWorkflowExecutionInfo().GetTaskQueue()
+	run, err := c.tc.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{
+		ID:                       workflows.RewindWorkflowID(note.Reset),
+		TaskQueue:                tq,
+		WorkflowExecutionTimeout: workflows.RewindTimeout,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.RewindWorkflow, workflows.RewindRequest{WorkflowID: id, Note: note})
+	if err != nil {
+		return workflows.RewindDone{}, fmt.Errorf("sending the rewind of run %s to a worker of task queue %s: %w", id, tq, err)
+	}
+	var done workflows.RewindDone
+	err = run.Get(ctx, &done)
+	var (
+		ae      *temporal.ApplicationError
+		timeout *temporal.TimeoutError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return done, refused(ErrUnauthorized, ae.Message())
+	case errors.As(err, &timeout):
+		return done, fmt.Errorf("no worker of task queue %s carried out the rewind of run %s within %s: a rewind is carried out by a worker of the run's queue; "+
+			"once one polls it, preview the rewind again", tq, id, workflows.RewindTimeout)
+	case err != nil:
+		return done, fmt.Errorf("the rewind of run %s (workflow %s): %w", id, run.GetID(), err)
+	}
+	var rec workflows.RewindRecord
+	wid := workflows.RewindRecordPrefix + note.Reset
+	err = c.lookup(ctx, wid, &rec)
+	if errors.Is(err, authority.ErrNoRecord) {
+		// A worker that keeps no authority namespace (worker.Options.Authority
+		// unset) records in the runs' namespace. Its record confirms no more
+		// than its answer did, and such a worker's runs check their rewinds
+		// against the same namespace.
+		if authority.Lookup(ctx, c.tc, "", wid, &rec) == nil {
+			err = nil
+		}
+	}
+	switch {
+	case errors.Is(err, authority.ErrNoRecord):
+		return done, fmt.Errorf("the rewind of run %s was answered as carried out (new run %s), but the authority namespace holds no record of it (%s): "+
+			"whoever answered the request was not a worker of the run; check the workers polling %s", id, done.RunID, wid, tq)
+	case err != nil:
+		return done, fmt.Errorf("the rewind of run %s was answered as carried out (new run %s), but reading its record %s to confirm it failed: %w", id, done.RunID, wid, err)
+	case rec.NewRunID != done.RunID || rec.WorkflowID != id || rec.BaseRunID != note.BaseRunID || rec.Event != note.Event:
+		return done, fmt.Errorf("the rewind of run %s was answered as carried out into run %s, but its record %s names run %s of %s (reset %s at event %d): "+
+			"whoever answered the request was not a worker of the run; check the workers polling %s", id, done.RunID, wid, rec.NewRunID, rec.WorkflowID, rec.BaseRunID, rec.Event, tq)
+	}
+	return done, nil
+}
+
+// lookup reads the record wid from the authority namespace. Only where
+// there is no authority namespace at all (workers that keep none record in
+// the runs' namespace) is the runs' namespace read: where one exists, a
+// record in the runs' namespace — which any client of the runs may start —
+// counts for nothing.
+func (c *Client) lookup(ctx context.Context, wid string, v any) error {
+	ac, err := c.authorityClient(ctx)
+	if err == nil {
+		err = authority.Lookup(ctx, ac, "", wid, v)
+	}
+	if nf := (*serviceerror.NamespaceNotFound)(nil); errors.As(err, &nf) {
+		return authority.Lookup(ctx, c.tc, "", wid, v)
+	}
+	return err
 }
 
 // resetID is a rewind's reset id: the one a token signed elsewhere signs
@@ -214,4 +276,13 @@ func ForkInput(src, at string, args json.RawMessage) (workflows.RunInput, error)
 		in.Fork.Args = canon
 	}
 	return in, nil
+}
+
+// LinkRecord reads the record a worker made of the link whose secret is
+// secret, before it sent it (workflows.LinkRecord), from the authority
+// namespace: authority.ErrNoRecord when no worker sent such a link.
+func (c *Client) LinkRecord(ctx context.Context, secret string) (workflows.LinkRecord, error) {
+	var rec workflows.LinkRecord
+	err := c.lookup(ctx, workflows.LinkRecordPrefix+workflows.LinkDigest(secret), &rec)
+	return rec, err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/signed"
@@ -84,10 +85,43 @@ func (h *Handler) find(ctx context.Context, token string, l notify.Link) (found,
 			return found{}, refuse(http.StatusConflict, "call %s (%s) waits again since this link was sent (it was asked anew at %s, the link asks about the wait of %s, which ended — a rewind, or a new question of its tool): "+
 				"nothing was decided; use the notification sent for this wait", l.CallID, it.Tool, it.RequestedAt.UTC().Format(time.RFC3339), time.Unix(0, l.Asked).UTC().Format(time.RFC3339))
 		}
+		if ref := h.recorded(ctx, l); ref != nil {
+			return found{}, ref
+		}
 		return found{token: token, link: l, state: st, it: it}, nil
 	}
 	return found{}, refuse(http.StatusConflict, "call %s of run %s is not waiting for a decision any more: it was already decided (or the run moved on, status %s); nothing was decided now",
 		quote(l.CallID), quote(l.WorkflowID), st.Status)
+}
+
+// LinkRecords is what a Backend that reads the authority namespace offers
+// (a *client.Client does): the record a worker made of a link before it
+// sent it. With it the handler refuses a link no worker recorded, before it
+// signs anything; without it, the run refuses such a link (rules version 13).
+type LinkRecords interface {
+	LinkRecord(ctx context.Context, secret string) (workflows.LinkRecord, error)
+}
+
+var _ LinkRecords = (*client.Client)(nil)
+
+// recorded refuses link l unless a worker recorded it, for its run, call,
+// wait, recipient and channel, before sending it.
+func (h *Handler) recorded(ctx context.Context, l notify.Link) *refusal {
+	lr, ok := h.b.(LinkRecords)
+	if !ok || l.Secret == "" {
+		return nil
+	}
+	rec, err := lr.LinkRecord(ctx, l.Secret)
+	switch {
+	case errors.Is(err, authority.ErrNoRecord):
+		return refuse(http.StatusForbidden, "this link has no record in the authority namespace: no toolgate worker sent it (a worker records each link before it sends it); nothing was decided")
+	case err != nil:
+		return refuse(http.StatusBadGateway, "reading the record of this link: %v; nothing was decided", err)
+	case rec.WorkflowID != l.WorkflowID || rec.CallID != l.CallID || rec.Asked != l.Asked || rec.Recipient != l.Recipient || rec.Channel != l.Channel:
+		return refuse(http.StatusForbidden, "this link's record names another wait (run %s, call %s, for %s by %s), not this link's: nothing was decided",
+			quote(rec.WorkflowID), quote(rec.CallID), quote(rec.Recipient), quote(rec.Channel))
+	}
+	return nil
 }
 
 // lookup verifies a link and finds its call.

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -252,32 +251,6 @@ func describeChain(ctx context.Context, req workflows.ChainRequest) (workflows.C
 	return workflows.ChainInfo{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(), Status: info.GetStatus().String()}, nil
 }
 
-// readReset is the reset activity: it reads the run's own history up to
-// the event the run was reset at, and says what reset (if any) is there.
-func readReset(ctx context.Context, req workflows.ResetRequest) (workflows.ResetEvent, error) {
-	c := activity.GetClient(ctx)
-	if c == nil {
-		return workflows.ResetEvent{}, errors.New("no Temporal client in this activity's context")
-	}
-	it := c.GetWorkflowHistory(ctx, req.WorkflowID, req.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return workflows.ResetEvent{}, fmt.Errorf("reading the history of run %s of %s: %w", req.RunID, req.WorkflowID, err)
-		}
-		if ev.GetEventId() < req.Event {
-			continue
-		}
-		a := ev.GetWorkflowTaskFailedEventAttributes()
-		if ev.GetEventId() > req.Event || a == nil || a.GetCause() != enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW {
-			break
-		}
-		return workflows.ResetEvent{Found: true, BaseRunID: a.GetBaseRunId(), NewRunID: a.GetNewRunId(), Made: a.GetNewRunId() == req.RunID,
-			Reason: a.GetFailure().GetMessage()}, nil
-	}
-	return workflows.ResetEvent{}, nil
-}
-
 // readFork is the fork activity: it reads the source run's history from the
 // server and replays it to the fork's point. A source it cannot fork is a
 // refusal (not retried); a server it cannot reach is retried.
@@ -324,7 +297,9 @@ func Register(r Registry, o Options) error {
 		activity.RegisterOptions{Name: workflows.ConfigActivity})
 	r.RegisterActivityWithOptions(permits.sign, activity.RegisterOptions{Name: workflows.PermitActivity})
 	r.RegisterActivityWithOptions(describeChain, activity.RegisterOptions{Name: workflows.ChainActivity})
-	r.RegisterActivityWithOptions(readReset, activity.RegisterOptions{Name: workflows.ResetActivity})
+	r.RegisterActivityWithOptions(resets{conn: o.Authority}.read, activity.RegisterOptions{Name: workflows.ResetActivity})
+	r.RegisterWorkflowWithOptions(workflows.Rewind, workflow.RegisterOptions{Name: workflows.RewindWorkflow})
+	r.RegisterActivityWithOptions(rewinder{conn: o.Authority}.rewind, activity.RegisterOptions{Name: workflows.RewindActivity})
 	read := timeline.Options{DataConverter: o.DataConverter, FailureConverter: o.FailureConverter}
 	r.RegisterActivityWithOptions(func(ctx context.Context, src workflows.ForkSource) (workflows.ForkState, error) {
 		return readFork(ctx, src, read)

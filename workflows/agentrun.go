@@ -159,9 +159,12 @@ type run struct {
 //	13              a run keeps a link its delivery reports only if the
 //	                worker recorded it in the authority namespace before
 //	                sending it (links.go)
+//	14              a run takes a rewind note only if a worker recorded in
+//	                the authority namespace that it carried out the reset
+//	                that made the run (rewindact.go)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 13
+	versionCurrent  = 14
 )
 
 // Versions of versionChangeID.
@@ -197,6 +200,9 @@ const (
 	// versionLinks: a delivery's links count only with their record in the
 	// authority namespace (LinksActivity): a delivery's result is no proof.
 	versionLinks workflow.Version = 13
+	// versionRewinds: a rewind is a worker's (rewindact.go); a run takes a
+	// rewind note only with the worker's record of the reset that made it.
+	versionRewinds workflow.Version = 14
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

@@ -19,9 +19,11 @@ import (
 // call's planner step began, with the signals and updates after that point
 // left out: every approval given after it is gone, every destructive call
 // after it comes back to the gate, and a call id proposed again with other
-// arguments has another idempotency key (tool.ArgsKey). toolgate rewind then
-// tells the new run who rewound it and from which preview (SignalRewound),
-// which the run records — under a policy only from an operator's token.
+// arguments has another idempotency key (tool.ArgsKey). The new run is then
+// told who rewound it and from which preview (SignalRewound), which the run
+// records — under a policy only from an operator's token; from rules version
+// 14 only when a worker carried the reset out and recorded it
+// (rewindact.go).
 
 // RewindNote is what toolgate rewind tells the new run (SignalRewound), and
 // what QueryCheckRewind checks before the reset.
@@ -57,11 +59,14 @@ func ResetMark(id string) string { return "reset " + id }
 // RESET_WORKFLOW its history holds at the note's event.
 const ResetActivity = "toolgate.reset"
 
-// ResetRequest names a run and the event its reset should be at.
+// ResetRequest names a run and the event its reset should be at; from
+// rules version 14 also the reset's id, whose record (RewindRecordPrefix +
+// Reset) the activity reads from the authority namespace.
 type ResetRequest struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	Event      int64  `json:"event"`
+	Reset      string `json:"reset,omitempty"`
 }
 
 // ResetEvent is what ResetActivity found at that event: a reset (Found),
@@ -74,6 +79,9 @@ type ResetEvent struct {
 	NewRunID  string `json:"new_run_id,omitempty"`
 	Made      bool   `json:"made,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Record is the worker's record of the reset the request names, read
+	// from the authority namespace (rules version 14); nil if there is none.
+	Record *RewindRecord `json:"record,omitempty"`
 }
 
 // isResetID tells an id toolgate rewind makes: 32 lowercase hex digits.
@@ -220,6 +228,9 @@ func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
 	var ev ResetEvent
 	req := ResetRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Event: n.Event}
+	if r.version >= versionRewinds {
+		req.Reset = n.Reset
+	}
 	if err := workflow.ExecuteLocalActivity(lctx, ResetActivity, req).Get(lctx, &ev); err != nil {
 		return fmt.Errorf("rewind note refused: reading this run's reset at event %d: %s", n.Event, clip(errorText(err), 300))
 	}
@@ -232,8 +243,20 @@ func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
 	case !strings.Contains(ev.Reason, ResetMark(n.Reset)):
 		return fmt.Errorf("rewind note refused: the reset that made this run is not the one the note names (its reason %q does not say %q): a rewind note is taken only in the run its own reset made",
 			clip(ev.Reason, 300), ResetMark(n.Reset))
+	case r.version >= versionRewinds && !ev.Record.covers(info.WorkflowExecution.ID, ev.NewRunID, n):
+		return fmt.Errorf("rewind note refused: no worker recorded carrying out the reset that made this run (%s%s in the authority namespace%s): "+
+			"a rewind is carried out by a worker on an operator's request (toolgate rewind); a reset anyone else made is no rewind and takes no note",
+			RewindRecordPrefix, n.Reset, recordSays(ev.Record))
 	}
 	return nil
+}
+
+// recordSays says what a record that does not cover a reset names instead.
+func recordSays(rec *RewindRecord) string {
+	if rec == nil {
+		return " holds none"
+	}
+	return fmt.Sprintf(" names the reset of run %s of %s at event %d into run %s", clip(rec.BaseRunID, MaxNameBytes), clip(rec.WorkflowID, MaxNameBytes), rec.Event, clip(rec.NewRunID, MaxNameBytes))
 }
 
 func rewindReason(n RewindNote) string {

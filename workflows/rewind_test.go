@@ -98,8 +98,10 @@ func TestARewindIsAnOperatorsSignedAct(t *testing.T) {
 
 // A rewind note is taken only in the run its own reset made (rules version
 // 9): the reset at the note's event must be of the note's base run, have
-// made this run, and name the note's reset in its reason; the first note
-// that fits is taken, and no second one.
+// made this run, and name the note's reset in its reason; from rules
+// version 14, a worker's record of that reset into this run must be in the
+// authority namespace (a copied reason is not enough). The first note that
+// fits is taken, and no second one.
 func TestARewindNoteFitsItsReset(t *testing.T) {
 	s := operatorPolicy(newSigners(t))
 	f := newFixture(t, withPolicy(s.policy))
@@ -109,21 +111,30 @@ func TestARewindNoteFitsItsReset(t *testing.T) {
 		n.Token = s.token(f, "bob", signed.Claims{Action: signed.ActionRewind, CallID: n.CallID, Source: n.BaseRunID, Preview: p, Reset: reset})
 		return n
 	}
+	recordOf := func(newRun string) *workflows.RewindRecord { // the record a worker makes of the rewind of note 6
+		return &workflows.RewindRecord{WorkflowID: "default-test-workflow-id", BaseRunID: "run-1", Event: 4, NewRunID: newRun, CallID: "c-1",
+			Preview: fmt.Sprintf("%064x", 6), By: "bob", Reset: reset, Signed: true}
+	}
 	events := []workflows.ResetEvent{
 		{Found: true, BaseRunID: "run-0", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
 		{Found: true, BaseRunID: "run-1", NewRunID: "another", Made: false, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
 		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "mallory's reset"},
-		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset)},
+		// Rules version 14: the reason copied, but no worker recorded the reset.
+		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "mallory's copy, " + workflows.ResetMark(reset)},
+		// A record, but of the reset into another run.
+		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset), Record: recordOf("another")},
+		{Found: true, BaseRunID: "run-1", NewRunID: "this", Made: true, Reason: "toolgate rewind, " + workflows.ResetMark(reset), Record: recordOf("this")},
 	}
 	calls := 0
 	f.env.OnActivity(workflows.ResetActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, req workflows.ResetRequest) (workflows.ResetEvent, error) {
 		require.Equal(t, int64(4), req.Event)
+		require.Equal(t, reset, req.Reset, "the run asks for the record of the reset its note names")
 		ev := events[min(calls, len(events)-1)]
 		calls++
 		return ev, nil
 	})
 	f.at(time.Minute, func() {
-		for i := range 5 { // the fifth: a second note, after one was taken
+		for i := range 7 { // the seventh: a second note, after one was taken
 			f.env.SignalWorkflow(workflows.SignalRewound, note(fmt.Sprintf("%064x", i+1)))
 		}
 	})
@@ -134,17 +145,19 @@ func TestARewindNoteFitsItsReset(t *testing.T) {
 	for _, r := range st.Refused {
 		refused = append(refused, r.Error)
 	}
-	require.Len(t, refused, 4, "%v", refused)
+	require.Len(t, refused, 6, "%v", refused)
 	require.Contains(t, refused[0], "the reset at event 4 reset run run-0 into run this; the note names a reset of run run-1")
 	require.Contains(t, refused[1], "the reset at event 4 reset run run-1 into run another")
 	require.Contains(t, refused[2], `its reason "mallory's reset" does not say "reset 0f0f`)
-	require.Contains(t, refused[3], "this run has taken the note of the reset that made it already")
+	require.Contains(t, refused[3], "no worker recorded carrying out the reset that made this run (toolgate-rewound-0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f in the authority namespace holds none)")
+	require.Contains(t, refused[4], "names the reset of run run-1 of default-test-workflow-id at event 4 into run another")
+	require.Contains(t, refused[5], "this run has taken the note of the reset that made it already")
 	taken := 0
 	for _, rec := range res.Trace {
 		if rec.Status == workflows.TraceRewound {
 			taken++
 			require.Equal(t, "bob", rec.Approver)
-			require.Contains(t, rec.Reason, fmt.Sprintf("preview %064x", 4))
+			require.Contains(t, rec.Reason, fmt.Sprintf("preview %064x", 6))
 		}
 	}
 	require.Equal(t, 1, taken)

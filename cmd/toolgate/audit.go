@@ -28,24 +28,31 @@ import (
 // Without --policy it says it cannot vouch for the policy the run recorded
 // (a note: the exit status is the checks'), and on a history no event of
 // which carries a principal, that who wrote them cannot be checked.
+//
+// With --server it reads the histories from the server instead (every run,
+// or the workflow ids given), checks each reset against the worker's
+// record of it, and audits the authority namespace too (auditServer).
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := c.flags("audit")
 	policyFile := fs.String("policy", "", "verify against this policy file, kept apart from the runs, instead of the policy recorded in each history")
-	keyFile := keyFileFlag(fs)
+	server := fs.Bool("server", false, "read the runs (every run, or the WORKFLOW_IDs given) and the authority namespace from the server, instead of exported files")
+	limit := fs.Int("limit", audit.MaxNamespaceExecutions, "with --server: read at most this many executions of each namespace")
+	cn := c.connFlags(fs) // its --encryption-key-file decrypts the histories' payloads
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	var opts []audit.Option
-	if *keyFile != "" {
-		k, err := encryption.LoadKeyring(*keyFile)
+	if cn.EncryptionKeyFile != "" {
+		k, err := encryption.LoadKeyring(cn.EncryptionKeyFile)
 		if err != nil {
 			return err
 		}
 		opts = append(opts, audit.WithKeyring(k))
 	}
-	if len(files) == 0 {
-		return errors.New("usage: toolgate audit HISTORY.json... [--policy FILE] (temporal workflow show --workflow-id ID --output json > HISTORY.json)")
+	if len(files) == 0 && !*server {
+		return errors.New("usage: toolgate audit HISTORY.json... [--policy FILE] (temporal workflow show --workflow-id ID --output json > HISTORY.json), " +
+			"or toolgate audit --server [WORKFLOW_ID...] to read the runs and the authority namespace from the server")
 	}
 	var pol *policy.Policy
 	if *policyFile != "" {
@@ -54,60 +61,91 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		}
 		warnPolicy(c.stderr, *policyFile, pol)
 	}
-	var decisions, unverified, failed, executed, mismatched, unreadable, checked, unvouched, otherPolicy int
-	principals := false
+	t := tally{policyFile: *policyFile}
+	if *server {
+		return c.auditServer(ctx, cn, files, *limit, pol, &t, opts)
+	}
 	for i, f := range files {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
 		}
 		rep, err := audit.File(f, pol, opts...)
 		if err != nil {
-			unreadable++
+			t.unreadable++
 			fmt.Fprintf(c.stdout, "%s: %s\n", f, multiLine(err.Error()))
 			continue
 		}
-		if pol != nil {
-			rep.PolicyFrom = *policyFile
-		}
-		printAudit(c.stdout, f, rep)
-		decisions += len(rep.Entries)
-		unverified += rep.Unverified()
-		failed += len(rep.Failed())
-		executed += len(rep.Executions)
-		mismatched += len(rep.Mismatches())
-		checked += len(rep.Writers)
-		unvouched += len(rep.Unvouched())
-		principals = principals || rep.Principals
-		if len(rep.PolicyDiffers) > 0 {
-			otherPolicy++
-		}
+		t.add(c.stdout, f, rep)
 	}
 	if len(files) > 1 {
-		fmt.Fprintf(c.stdout, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run",
-			plural(decisions, "decision"), plural(len(files)-unreadable, "history"), unverified, plural(executed, "executed call"), mismatched)
-		if principals {
-			fmt.Fprintf(c.stdout, "; %s checked for who wrote them, %d by neither a worker nor the server", plural(checked, "event"), unvouched)
-		}
-		fmt.Fprintln(c.stdout)
+		t.total(c.stdout, len(files), "history")
 	}
+	return t.err(len(files), "histories")
+}
+
+// tally adds up the audits of several histories.
+type tally struct {
+	policyFile                                                                                       string
+	decisions, unverified, failed, executed, mismatched, unreadable, checked, unvouched, otherPolicy int
+	principals                                                                                       bool
+	// authority counts the events of the authority namespace written by
+	// neither a worker nor the server (auditServer).
+	authority int
+}
+
+// add prints one history's audit, named name, and counts it.
+func (t *tally) add(w io.Writer, name string, rep audit.Report) {
+	if t.policyFile != "" {
+		rep.PolicyFrom = t.policyFile
+	}
+	printAudit(w, name, rep)
+	t.decisions += len(rep.Entries)
+	t.unverified += rep.Unverified()
+	t.failed += len(rep.Failed())
+	t.executed += len(rep.Executions)
+	t.mismatched += len(rep.Mismatches())
+	t.checked += len(rep.Writers)
+	t.unvouched += len(rep.Unvouched())
+	t.principals = t.principals || rep.Principals
+	if len(rep.PolicyDiffers) > 0 {
+		t.otherPolicy++
+	}
+}
+
+// total prints the totals over n histories (what: "history", "run").
+func (t *tally) total(w io.Writer, n int, what string) {
+	fmt.Fprintf(w, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run",
+		plural(t.decisions, "decision"), plural(n-t.unreadable, what), t.unverified, plural(t.executed, "executed call"), t.mismatched)
+	if t.principals {
+		fmt.Fprintf(w, "; %s checked for who wrote them, %d by neither a worker nor the server", plural(t.checked, "event"), t.unvouched)
+	}
+	fmt.Fprintln(w)
+}
+
+// err is the audit's outcome over n histories: exit status 1 when any
+// check failed or a history could not be read.
+func (t *tally) err(n int, what string) error {
 	var fails []string
-	if failed > 0 {
-		fails = append(fails, plural(failed, "decision")+" not verified")
+	if t.failed > 0 {
+		fails = append(fails, plural(t.failed, "decision")+" not verified")
 	}
-	if mismatched > 0 {
-		fails = append(fails, plural(mismatched, "executed call")+" not matching what let it run")
+	if t.mismatched > 0 {
+		fails = append(fails, plural(t.mismatched, "executed call")+" not matching what let it run")
 	}
-	if unvouched > 0 {
-		fails = append(fails, plural(unvouched, "event")+" written by neither a worker nor the server")
+	if t.unvouched > 0 {
+		fails = append(fails, plural(t.unvouched, "event")+" written by neither a worker nor the server")
 	}
-	if otherPolicy > 0 {
-		fails = append(fails, fmt.Sprintf("%s held to a policy other than %s", plural(otherPolicy, "run"), *policyFile))
+	if t.authority > 0 {
+		fails = append(fails, plural(t.authority, "event")+" of the authority namespace written by neither a worker nor the server")
+	}
+	if t.otherPolicy > 0 {
+		fails = append(fails, fmt.Sprintf("%s held to a policy other than %s", plural(t.otherPolicy, "run"), t.policyFile))
 	}
 	switch {
 	case len(fails) > 0:
 		return &exitError{code: 1, err: fmt.Errorf("audit failed: %s", strings.Join(fails, ", "))}
-	case unreadable > 0:
-		return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d histories could not be read", unreadable, len(files))}
+	case t.unreadable > 0:
+		return &exitError{code: 1, err: fmt.Errorf("audit: %d of %d %s could not be read", t.unreadable, n, what)}
 	}
 	return nil
 }

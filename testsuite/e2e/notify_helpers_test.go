@@ -120,6 +120,7 @@ type notifyRig struct {
 	viaKey  ed25519.PrivateKey // the listener's: signs decisions by link
 	handler http.Handler
 	cf      *confirm.Handler
+	bare    *httptest.Server // a listener over the same client that reads no link record (bareConfirmPost)
 }
 
 // waitForReplies waits until the confirm handler's posts to Slack's
@@ -180,6 +181,8 @@ func (r *notifyRig) serve(s *stack, pol *policy.Policy) *inWorker {
 	w := s.startWorkerWith(func(o *worker.Options) { o.Notify, o.Policy = notify.NewSender(r.cfg), pol })
 	r.cf = confirm.New(s.tg, confirm.Options{Notify: r.cfg, Policy: pol, ViaKey: r.viaKey})
 	r.handler = r.cf
+	r.bare = httptest.NewServer(confirm.New(runOnly{s.tg}, confirm.Options{Notify: r.cfg, Policy: pol, ViaKey: r.viaKey}))
+	r.t.Cleanup(r.bare.Close)
 	return w
 }
 
@@ -311,6 +314,14 @@ func do(t *testing.T, req *http.Request) (int, string) {
 func (r *notifyRig) confirmPost(token, decision, reason string) (int, string) {
 	r.t.Helper()
 	return postConfirm(r.t, r.door.URL, token, decision, reason)
+}
+
+// bareConfirmPost POSTs the confirm page's form to a listener that cannot
+// read the authority namespace: it signs a click without looking for its
+// link's record, so what decides is the run's own check.
+func (r *notifyRig) bareConfirmPost(token, decision, reason string) (int, string) {
+	r.t.Helper()
+	return postConfirm(r.t, r.bare.URL, token, decision, reason)
 }
 
 // postConfirm POSTs the confirm page's form to the listener at base, as the

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,8 +32,9 @@ func forgeLink(t *testing.T, key ed25519.PrivateKey, id string, it workflows.Int
 
 // Under a policy that lets alice decide by e-mail, whoever holds the link
 // key (every worker host) forges alice's link — with no secret, or one of
-// their own — and POSTs it: the listener signs the decision with its via
-// key, and the run refuses it, for it never sent that link. Alice's real
+// their own — and POSTs it: a listener that reads the authority namespace
+// refuses it (no worker recorded it); one that cannot signs the decision
+// with its via key, and the run refuses it, for it never sent that link. Alice's real
 // link decides; the audit ties her approval to the link the run sent.
 func TestALinkDecidesOnlyIfTheRunSentIt(t *testing.T) {
 	t.Parallel()
@@ -67,10 +69,11 @@ func TestALinkDecidesOnlyIfTheRunSentIt(t *testing.T) {
 		"no secret":             forgeLink(t, r.linkKey, id, it, "alice", notify.ViaEmail, ""),
 		"a secret of one's own": forgeLink(t, r.linkKey, id, it, "alice", notify.ViaEmail, "chosen-by-the-attacker"),
 	} {
-		status, body := r.confirmPost(tok, "approve", "")
+		status, body := r.bareConfirmPost(tok, "approve", "")
 		if status == http.StatusOK || !strings.Contains(body, "decision by link refused") && !strings.Contains(body, "carries no link secret") {
 			t.Errorf("a forged link (%s): HTTP %d, want the run's refusal:\n%s", what, status, body)
 		}
+		requireListenerRefuses(t, r, what, tok)
 	}
 	if st := s.mustState(id); len(st.Interrupts) != 1 || len(st.Interrupts[0].ApprovedBy) != 0 {
 		t.Fatalf("after the forged links: %+v, want c-1 waiting with no approval", st.Interrupts)
@@ -122,9 +125,10 @@ func TestAForgedLinkDecidesNothingWithoutAPolicy(t *testing.T) {
 		"mallory's address":             forgeLink(t, r.linkKey, id, it, "mallory@example.com", notify.ViaEmail, "made-up"),
 		"the webhook's, its own secret": forgeLink(t, r.linkKey, id, it, "ops", notify.ViaWebhook, "made-up"),
 	} {
-		if status, body := r.confirmPost(tok, "approve", "ok"); status == http.StatusOK || !strings.Contains(body, "decision by link refused") {
+		if status, body := r.bareConfirmPost(tok, "approve", "ok"); status == http.StatusOK || !strings.Contains(body, "decision by link refused") {
 			t.Errorf("a forged link (%s): HTTP %d, want the run's refusal:\n%s", what, status, body)
 		}
+		requireListenerRefuses(t, r, what, tok)
 	}
 	if st := s.mustState(id); len(st.Interrupts) != 1 {
 		t.Fatalf("after the forged links: %+v, want c-1 still waiting", st)
@@ -135,5 +139,17 @@ func TestAForgedLinkDecidesNothingWithoutAPolicy(t *testing.T) {
 	res := s.result(id, waitTimeout)
 	if got := records(res.Trace, "c-1", workflows.TraceApproved); res.Status != workflows.StatusCompleted || len(got) != 1 || got[0].Approver != "webhook:ops" {
 		t.Fatalf("result %s, approvals %+v", res.Status, got)
+	}
+}
+
+// requireListenerRefuses: the rig's listener, which reads the authority
+// namespace, refuses the forged link tok before it signs anything — it has
+// no record there — or, with no secret at all, leaves the refusal to the run.
+func requireListenerRefuses(t *testing.T, r *notifyRig, what, tok string) {
+	t.Helper()
+	status, body := r.confirmPost(tok, "approve", "ok")
+	body = html.UnescapeString(body)
+	if status == http.StatusOK || !strings.Contains(body, "this link has no record in the authority namespace") && !strings.Contains(body, "carries no link secret") {
+		t.Errorf("a forged link (%s) at a listener that reads the records: HTTP %d, want it refused:\n%s", what, status, body)
 	}
 }

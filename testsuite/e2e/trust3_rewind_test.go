@@ -70,8 +70,9 @@ func (s *stack) rewindBy(id, call string, k keyring, who string) tgclient.Rewoun
 // After dave's rewind, whoever may reset workflows resets the same run to
 // the same event again and sends dave's note (copied from the history) to
 // the run that reset made: with a reason of their own, the run refuses it
-// (it names another reset); with dave's reason copied, too (his token was
-// spent on his reset). Neither trace says "rewound by dave", and the audit
+// (it names another reset); with dave's reason copied, too (no worker
+// recorded carrying that reset out, and his token was spent on his reset).
+// Neither trace says "rewound by dave", and the audit
 // of that run fails its reset as unattributed.
 func TestARewindNoteCoversItsOneReset(t *testing.T) {
 	t.Parallel()
@@ -102,7 +103,7 @@ func TestARewindNoteCoversItsOneReset(t *testing.T) {
 	if err := s.client.SignalWorkflow(rewindCtx(t), id, copied, workflows.SignalRewound, note); err != nil {
 		t.Fatal(err)
 	}
-	s.awaitRefused(id, workflows.SignalRewound, "dave's token was used already: its use is recorded on the server")
+	s.awaitRefused(id, workflows.SignalRewound, "no worker recorded carrying out the reset that made this run")
 	s.awaitCalls(id, "c-1")
 	s.signedDecide(id, k, "alice", true, "c-1")
 	res := s.result(id, waitTimeout)

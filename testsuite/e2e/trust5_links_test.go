@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"strings"
 	"testing"
 
+	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/testsuite/testenv"
@@ -19,7 +21,10 @@ import (
 // the run's in-flight webhook delivery with a link of its own making, and
 // clicks that link: the run keeps no link its worker did not record in the
 // authority namespace before sending it, so the click is refused and the
-// call still waits; the webhook's real link, recorded, decides.
+// call still waits; the webhook's real link, recorded, decides. The
+// listener itself refuses the forged link before it signs anything (it
+// finds no record); one that cannot read the records signs it, and the run
+// refuses it.
 func TestAForgedDeliveryDecidesNothing(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -65,9 +70,16 @@ func TestAForgedDeliveryDecidesNothing(t *testing.T) {
 		}
 		return fmt.Errorf("the webhook's delivery not recorded as done yet")
 	})
-	status, body := r.confirmPost(forgeLink(t, r.linkKey, id, it, "ops", notify.ViaWebhook, secret), "approve", "ok")
+	forgedLink := forgeLink(t, r.linkKey, id, it, "ops", notify.ViaWebhook, secret)
+	status, body := r.confirmPost(forgedLink, "approve", "ok")
+	if status != http.StatusForbidden || !strings.Contains(html.UnescapeString(body), "this link has no record in the authority namespace: no toolgate worker sent it") {
+		t.Fatalf("the forged delivery's link: HTTP %d, want the listener's refusal (no record):\n%s", status, body)
+	}
+	// A listener that cannot read the authority namespace signs the click;
+	// the run refuses it all the same.
+	status, body = r.bareConfirmPost(forgedLink, "approve", "ok")
 	if status == http.StatusOK || !strings.Contains(body, "decision by link refused") {
-		t.Fatalf("the forged delivery's link: HTTP %d, want the run's refusal:\n%s", status, body)
+		t.Fatalf("the forged delivery's link through a listener that reads no record: HTTP %d, want the run's refusal:\n%s", status, body)
 	}
 	if !strings.Contains(taken, "have no record in the authority namespace") {
 		t.Fatalf("the trace of the forged delivery: %q, want it to say its link has no record", taken)
@@ -76,4 +88,16 @@ func TestAForgedDeliveryDecidesNothing(t *testing.T) {
 		t.Fatalf("after the forged link: %+v, want c-1 still waiting", st.Interrupts)
 	}
 	release()
+}
+
+// runOnly is a listener's backend that reads runs and decides, but reads
+// no link record: a listener with no access to the authority namespace.
+type runOnly struct{ c *tgclient.Client }
+
+func (r runOnly) State(ctx context.Context, id string) (workflows.State, error) {
+	return r.c.State(ctx, id)
+}
+
+func (r runOnly) Decide(ctx context.Context, id string, approve bool, in workflows.DecisionInput, opts ...tgclient.DecideOption) (workflows.DecisionResult, error) {
+	return r.c.Decide(ctx, id, approve, in, opts...)
 }

@@ -7,9 +7,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolgate/toolgate/authority"
 	tgclient "github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/devserver"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
+	"github.com/toolgate/toolgate/worker"
 	"github.com/toolgate/toolgate/workflows"
 )
 
@@ -20,6 +23,18 @@ import (
 // rewindSteps: search, then close TKT-3 (destructive: held at the gate).
 var rewindSteps = [][]tool.Proposal{{searchLogin}, {closeTKT3}}
 
+// withAuthority gives the flow's worker the server's authority namespace,
+// as toolgate dev's worker has it.
+func withAuthority(_ context.Context, cl client.Client, opts *worker.Options) (func(), error) {
+	ns := authority.Namespace(devserver.DefaultNamespace)
+	ac, err := client.NewClientFromExisting(cl, client.Options{Namespace: ns})
+	if err != nil {
+		return nil, fmt.Errorf("a client of the authority namespace %s: %w", ns, err)
+	}
+	opts.Authority = &authority.Conn{Client: ac, Namespace: ns}
+	return func() {}, nil
+}
+
 // rewoundFlow: close TKT-3 approved by alice and run; dave rewinds the run
 // to just before c-2's step (a reset, his signed rewind note); c-2 waits
 // again, alice approves it again, the run completes. The history written is
@@ -29,6 +44,7 @@ func rewoundFlow() flow {
 	return flow{
 		name:        "rewound",
 		in:          workflows.RunInput{Goal: "find the login ticket and close it", Planner: scripted("closed TKT-3", rewindSteps...)},
+		setup:       withAuthority, // rules version 14: the worker records the rewind there
 		policy:      true,
 		operators:   true,
 		signedDrive: aliceApprovesC2,
