@@ -19,12 +19,15 @@ import (
 	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/signed"
+	"github.com/toolgate/toolgate/workflows"
 )
 
 // Pause signs and sends operator's pause of tool (ledger.AllTools: every
 // destructive tool) on the fleet ledger of taskQueue: from when it returns,
-// no run of that queue starts a call of the tool, and a call that waits is
-// refused when decided, until Unpause. operator must hold one of the
+// no run of that queue starts a call of the tool — a read too, whatever
+// path the call took, since the worker checks the pauses where a call is
+// about to run — and a call that waits is refused when decided, until
+// Unpause. operator must hold one of the
 // operators' roles of the worker's policy; reason is told to every run it
 // stops.
 func (c *Client) Pause(ctx context.Context, taskQueue, tool, reason, operator string, key ed25519.PrivateKey) (ledger.View, error) {
@@ -35,7 +38,7 @@ func (c *Client) Pause(ctx context.Context, taskQueue, tool, reason, operator st
 }
 
 // Unpause signs and sends operator's unpause of tool on the fleet ledger of
-// taskQueue: runs may call it again.
+// taskQueue: from when it returns, runs may call it again.
 func (c *Client) Unpause(ctx context.Context, taskQueue, tool, reason, operator string, key ed25519.PrivateKey) (ledger.View, error) {
 	return c.toggle(ctx, taskQueue, tool, reason, operator, key, false)
 }
@@ -56,6 +59,14 @@ func (c *Client) toggle(ctx context.Context, taskQueue, tool, reason, operator s
 	}
 	if _, err := c.relay(ctx, taskQueue, ledger.Act{Pause: pause, Token: tok}); err != nil {
 		return ledger.View{}, err // the ledger's refusal says why ("pause refused: …")
+	}
+	// Every worker reads the pauses again at most ledger.PauseFreshness
+	// after its last read: once this returns, every worker's next call
+	// sees the act.
+	select {
+	case <-time.After(ledger.PauseFreshness):
+	case <-ctx.Done():
+		return ledger.View{}, fmt.Errorf("the %s of %s is taken, but a worker may not see it for up to %s: %w", action, tool, ledger.PauseFreshness, ctx.Err())
 	}
 	// The relay's answer is whoever answered its workflow task: on a server
 	// where anyone may poll the queue, not necessarily a worker. What
@@ -131,6 +142,28 @@ func (c *Client) Guards(ctx context.Context, taskQueue string) (v ledger.View, o
 		return ledger.View{}, false, fmt.Errorf("reading the fleet ledger of task queue %s: %w", taskQueue, err)
 	}
 	return v, true, nil
+}
+
+// PauseOf is the pause that stops call it of run id from running once it
+// is decided, if any: the fleet ledger of the run's task queue pauses its
+// tool (or, the tool being destructive, every destructive tool). The
+// worker refuses a paused tool's call where it is about to run, so an
+// approval given during a pause lets nothing run. It also returns the
+// run's task queue.
+func (c *Client) PauseOf(ctx context.Context, id string, it workflows.Interrupt) (*ledger.Pause, string, error) {
+	d, err := c.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil, "", c.classify(ctx, id, err)
+	}
+	tq := d.GetWorkflowExecutionInfo().GetTaskQueue()
+	v, ok, err := c.Guards(ctx, tq)
+	if err != nil || !ok {
+		return nil, tq, err
+	}
+	if p, paused := ledger.PausedBy(v.Pauses, it.Tool, it.Destructive); paused {
+		return &p, tq, nil
+	}
+	return nil, tq, nil
 }
 
 // authorityNamespace is the authority namespace's name: the one given

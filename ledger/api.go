@@ -287,6 +287,11 @@ type Config struct {
 	// Backend, when set, answers ReserveActivity and SettleActivity in the
 	// ledger workflow's place (a Memory, in unit tests of runs).
 	Backend Backend
+	// Tools are the tools the worker of the queue has — its own and those
+	// it schedules on other task queues — which an operator may pause: a
+	// pause of any other is refused before it reaches the ledger, naming
+	// them (a misspelt tool paused would stop nothing). nil: any.
+	Tools []string
 	// Client reaches the ledgers: a client of the authority namespace
 	// (package authority), where only workers write. nil: the activity's
 	// own client, the runs' namespace.
@@ -298,4 +303,11 @@ type Config struct {
 type Backend interface {
 	Reserve(ctx context.Context, r Reservation) (Verdict, error)
 	Settle(ctx context.Context, s Settlement) (Settled, error)
+}
+
+// PauseSource is a Backend that also tells a worker the pauses of a task
+// queue's ledger (ReadPauses, in process): the worker checks them where a
+// call is about to run.
+type PauseSource interface {
+	Pauses(ctx context.Context, taskQueue string) ([]Pause, error)
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolgate/toolgate/signed"
 )
 
 // ErrNotStarted is what Guards returns when the task queue's ledger was
@@ -24,6 +28,7 @@ var ErrNotStarted = errors.New("the fleet ledger of this task queue was never st
 // SettleActivity and ActActivity, through client (nil: the activity's).
 type caller struct {
 	client client.Client
+	tools  []string // the tools an operator may pause (Config.Tools); nil: any
 	// checked are the ledger runs seen to run on their own task queue.
 	checked sync.Map // run id → true
 }
@@ -64,12 +69,33 @@ func (c *caller) settle(ctx context.Context, s Settlement) (Settled, error) {
 // act is ActActivity: it sends an operator's signed act to the ledger of
 // the activity's task queue.
 func (c *caller) act(ctx context.Context, a Act) (View, error) {
+	if err := c.knows(a); err != nil {
+		return View{}, temporal.NewNonRetryableApplicationError(err.Error(), "ToolgateLedgerRefused", nil)
+	}
 	v, err := Toggle(ctx, c.clientOf(ctx), activity.GetInfo(ctx).TaskQueue, a.Pause, a.Token)
 	var ae *temporal.ApplicationError
 	if isRefusal(err) && errors.As(err, &ae) {
 		return v, temporal.NewNonRetryableApplicationError(ae.Message(), "ToolgateLedgerRefused", nil)
 	}
 	return v, err
+}
+
+// knows refuses a pause of a tool the worker does not have (c.tools), before
+// the act reaches the ledger: its token is not spent.
+func (c *caller) knows(a Act) error {
+	if !a.Pause || c.tools == nil {
+		return nil
+	}
+	cl, err := signed.Peek(a.Token)
+	if err != nil || cl.Tool == "" || cl.Tool == AllTools || slices.Contains(c.tools, cl.Tool) {
+		return nil // the ledger says what is wrong with the token
+	}
+	names := slices.Sorted(slices.Values(c.tools))
+	if len(names) > 40 {
+		names = append(names[:40], fmt.Sprintf("and %d more", len(c.tools)-40))
+	}
+	return fmt.Errorf("pause refused: no tool %q on this task queue, so a pause of it would stop nothing; its worker has %s (check the name; %q pauses every destructive tool); nothing changed, the token is not spent",
+		cut(cl.Tool, 120), strings.Join(names, ", "), AllTools)
 }
 
 // activityUpdateID names the update an activity sends: the same for every

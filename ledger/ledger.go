@@ -48,7 +48,7 @@ func RegisterLedger(r Registry, cfg Config) {
 // SettleActivity, through cfg.Client or cfg.Backend) and what carries an
 // operator's act to it (ActWorkflow, ActActivity).
 func RegisterCalls(r Registry, cfg Config) {
-	calls := &caller{client: cfg.Client}
+	calls := &caller{client: cfg.Client, tools: cfg.Tools}
 	r.RegisterWorkflowWithOptions(actWorkflow, workflow.RegisterOptions{Name: ActWorkflow})
 	r.RegisterActivityWithOptions(calls.act, activity.RegisterOptions{Name: ActActivity})
 	if cfg.Backend != nil {
@@ -75,6 +75,8 @@ type ledger struct {
 	updates int            // updates taken by this run
 	// claiming are the tokens whose use is being claimed on the server.
 	claiming map[string]bool
+	// memo: the run keeps its pauses in its memo (pausememo.go).
+	memo bool
 }
 
 // run is the ledger's workflow.
@@ -115,6 +117,8 @@ func run(ctx workflow.Context, cfg Config, in Input) error {
 	}
 	l.book.eng = l.engine
 	l.ready = true
+	l.memo = workflow.GetVersion(ctx, pauseMemoChange, workflow.DefaultVersion, 1) >= 1
+	l.publishPauses(ctx)
 	// Settlements come by signal. They are taken here, in the run's one
 	// loop, never by a goroutine blocked on the channel: a value handed to a
 	// blocked receiver that has not run yet when the run continues as new

@@ -73,6 +73,14 @@ func (m *Memory) Unpause(tool string) {
 	m.book.unpause(tool)
 }
 
+// Pauses is what ReadPauses would read: the tools paused (any task queue's:
+// a Memory is one ledger).
+func (m *Memory) Pauses(context.Context, string) ([]Pause, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Pause{}, m.st.Pauses...), nil
+}
+
 // View is what the guards query would answer.
 func (m *Memory) View() View {
 	m.mu.Lock()
@@ -81,4 +89,7 @@ func (m *Memory) View() View {
 }
 
 // A Memory answers runs in the ledger's place (Config.Backend).
-var _ Backend = (*Memory)(nil)
+var (
+	_ Backend     = (*Memory)(nil)
+	_ PauseSource = (*Memory)(nil)
+)

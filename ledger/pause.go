@@ -146,12 +146,14 @@ func (l *ledger) toggle(ctx workflow.Context, pause bool, token string) error {
 	log := workflow.GetLogger(ctx)
 	if !pause {
 		l.book.unpause(c.Tool) // unpaused meanwhile: it is not paused, as asked
+		l.publishPauses(ctx)
 		log.Info("toolgate ledger: unpaused", "tool", c.Tool, "by", c.Approver, "reason", c.Reason)
 		return nil
 	}
 	if err := l.book.pause(Pause{Tool: c.Tool, By: c.Approver, Reason: c.Reason, At: now.UTC()}); err != nil {
 		return fmt.Errorf("pause refused (its token is spent: sign a new one): %w", err)
 	}
+	l.publishPauses(ctx)
 	log.Info("toolgate ledger: paused", "tool", c.Tool, "by", c.Approver, "reason", c.Reason)
 	return nil
 }

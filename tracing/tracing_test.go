@@ -94,6 +94,11 @@ func traced(t *testing.T, o worker.Options) (*testsuite.TestWorkflowEnvironment,
 	env.SetWorkerOptions(sdkworker.Options{Interceptors: ics, DeadlockDetectionTimeout: 30 * time.Second})
 	o.Tools = tools()
 	o.PermitClaimer = permit.NewMemoryClaimer() // no server to claim destructive permits on
+	if o.Ledger == nil {                        // no server: the fleet ledger (its pauses, its guards) in memory
+		m, err := ledger.NewMemory(o.Policy)
+		require.NoError(t, err)
+		o.Ledger = m
+	}
 	require.NoError(t, worker.Register(env, o))
 	return env, rec
 }

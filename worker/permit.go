@@ -8,9 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolgate/toolgate/internal/text"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
@@ -26,6 +28,7 @@ type permits struct {
 	rules    map[string]string    // this worker's rules digest per tool
 	specs    map[string]tool.Spec // this worker's declarations
 	verifier *permit.Verifier
+	pauses   *pauseWatch // the fleet's pauses, checked where a call is about to run
 }
 
 func newPermits(o Options, cfg workflows.WorkerConfig) (*permits, error) {
@@ -41,7 +44,10 @@ func newPermits(o Options, cfg workflows.WorkerConfig) (*permits, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("worker key of %d bytes, want an Ed25519 private key (%d)", len(key), ed25519.PrivateKeySize)
 	}
-	p := &permits{key: key, rules: map[string]string{}, specs: map[string]tool.Spec{}}
+	p := &permits{key: key, rules: map[string]string{}, specs: map[string]tool.Spec{}, pauses: newPauseWatch(o.Authority, o.DataConverter)}
+	if src, ok := o.Ledger.(ledger.PauseSource); ok { // an in-process ledger: its pauses
+		p.pauses.read = src.Pauses
+	}
 	if o.Policy != nil {
 		e, err := policy.Compile(o.Policy)
 		if err != nil {
@@ -72,7 +78,7 @@ func newPermits(o Options, cfg workflows.WorkerConfig) (*permits, error) {
 // sign is the PermitActivity: it signs a permit for a run whose rules for
 // the tool are this worker's own, and — under a policy — whose decision it
 // verifies against its own policy; it refuses any other.
-func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, error) {
+func (p *permits) sign(ctx context.Context, req workflows.PermitRequest) (string, error) {
 	c := req.Claims
 	own, ok := p.rules[c.Tool]
 	switch {
@@ -91,6 +97,12 @@ func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, 
 			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("no permit for %s: %v", c.Tool, err), workflows.RefusedUnverified, nil)
 		}
 	}
+	// The run's own task queue is this local activity's (the worker's).
+	if activity.IsActivity(ctx) {
+		if err := p.pauses.check(ctx, activity.GetInfo(ctx).TaskQueue, c.Tool, c.Destructive); err != nil {
+			return "", err
+		}
+	}
 	c.ID = permit.NewID()
 	c.IssuedAt = time.Now().Unix()
 	return permit.Sign(p.key, c)
@@ -101,8 +113,21 @@ func (p *permits) sign(_ context.Context, req workflows.PermitRequest) (string, 
 // (permit.Failure).
 func (p *permits) guard(run tool.ActivityFunc) tool.ActivityFunc {
 	return func(ctx context.Context, req tool.Request) (tool.Response, error) {
-		if _, err := p.verifier.Check(ctx, req); err != nil {
+		c, err := p.verifier.Check(ctx, req)
+		if err != nil {
 			return tool.Response{}, permit.Failure(err)
+		}
+		// A pause stops every new execution, a retry's too. The tool runs
+		// on its run's task queue (a tool this worker hosts for another
+		// queue's runs is checked when that queue's worker signs its
+		// permit): that queue's ledger holds the pause.
+		info := activity.GetInfo(ctx)
+		name := c.Tool
+		if info.IsLocalActivity || name == "" {
+			name = info.ActivityType.Name
+		}
+		if err := p.pauses.check(ctx, info.TaskQueue, name, p.specs[name].Destructive); err != nil {
+			return tool.Response{}, err
 		}
 		return run(ctx, req)
 	}

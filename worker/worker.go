@@ -306,7 +306,10 @@ func Register(r Registry, o Options) error {
 	}, activity.RegisterOptions{Name: workflows.ForkActivity})
 	// The fleet ledger of the task queue: its workflow, and the activities
 	// runs reserve and settle their calls with.
-	lcfg := ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun, Backend: o.Ledger}
+	lcfg := ledger.Config{Policy: o.Policy, UpdatesPerRun: o.LedgerUpdatesPerRun, Backend: o.Ledger, Tools: []string{}}
+	for _, t := range o.Tools {
+		lcfg.Tools = append(lcfg.Tools, t.Spec.Name)
+	}
 	if o.Authority != nil {
 		lcfg.Client = o.Authority.Client
 		ledger.RegisterCalls(r, lcfg) // the ledger itself runs in the authority namespace (RegisterAuthority)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/permit"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
@@ -155,7 +156,9 @@ func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
 		return "", tool.Permanent(errors.New(huge))
 	})
 	r := &recorder{}
-	o := Options{Tools: []tool.Tool{big, bigWrite, fails}, PermitClaimer: permit.NewMemoryClaimer()}
+	mem, err := ledger.NewMemory(nil) // no server here: the pauses are an in-process ledger's
+	require.NoError(t, err)
+	o := Options{Tools: []tool.Tool{big, bigWrite, fails}, PermitClaimer: permit.NewMemoryClaimer(), Ledger: mem}
 	require.NoError(t, Register(r, o))
 	sign, ok := r.activities[workflows.PermitActivity].(func(context.Context, workflows.PermitRequest) (string, error))
 	require.True(t, ok, "the permit activity registered as %T", r.activities[workflows.PermitActivity])
@@ -194,7 +197,7 @@ func TestRegisterBoundsWhatToolsReturn(t *testing.T) {
 		require.Greater(t, marker["truncated"].Bytes, 3<<20)
 		require.LessOrEqual(t, len(resp.Result), tool.MaxResultBytes)
 	}
-	_, err := call("fails")
+	_, err = call("fails")
 	var ae *temporal.ApplicationError
 	require.True(t, errors.As(err, &ae))
 	require.Equal(t, tool.TypeToolFailure, ae.Type())

@@ -280,14 +280,17 @@ type MessageInput struct {
 
 // Interrupt is a call waiting for a human decision.
 type Interrupt struct {
-	CallID      string            `json:"call_id"`
-	Tool        string            `json:"tool"`
-	CallArgs    json.RawMessage   `json:"call_args"`
-	ArgsDigest  string            `json:"args_digest"`
-	Kind        tool.DecisionKind `json:"kind"` // gate | interrupt
-	Reason      string            `json:"reason"`
-	RequestedAt time.Time         `json:"requested_at"`
-	ExpiresAt   time.Time         `json:"expires_at"`
+	CallID     string            `json:"call_id"`
+	Tool       string            `json:"tool"`
+	CallArgs   json.RawMessage   `json:"call_args"`
+	ArgsDigest string            `json:"args_digest"`
+	Kind       tool.DecisionKind `json:"kind"` // gate | interrupt
+	// Destructive is the tool's flag as the worker declares it: a pause of
+	// every destructive tool stops the call once decided.
+	Destructive bool      `json:"destructive,omitempty"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
 	// Under a policy: the rule that asked (none: the tool's default), who may
 	// decide, and who has approved so far.
 	Rule       string            `json:"rule,omitempty"`

@@ -49,6 +49,9 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	p := &pending{Interrupt: Interrupt{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args, ArgsDigest: digest,
 		Kind: kind, Reason: clip(reason, MaxTextBytes), RequestedAt: now, ExpiresAt: now.Add(timeout)}}
+	if spec := specOf(r.Config, c.Tool); spec != nil {
+		p.Destructive = spec.Destructive
+	}
 	switch {
 	case r.engine == nil:
 		p.setNeed(policy.Approvers{Count: 1}, false)

@@ -247,7 +247,7 @@ func registerOn(f *fixture, d *desk, opts ...fixtureOption) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.Ledger == nil && o.Policy != nil { // the fleet ledger, in memory
+	if o.Ledger == nil { // the fleet ledger, in memory (without a policy, only its pauses count)
 		if f.ledger == nil {
 			m, err := ledger.NewMemory(o.Policy)
 			if err != nil {

@@ -26,6 +26,12 @@ import (
 // the memo). The ledger counts a key once, so a retried, rewound or
 // re-approved call counts once; a rewind of the run gives nothing back.
 
+// PausedError is the ApplicationError type of a call a worker refused to
+// run because the fleet ledger pauses its tool (or because it could not
+// learn the pauses, for a destructive call): when it signs the call's
+// permit, or when the call's activity is about to run. Not retried.
+const PausedError = "ToolPaused"
+
 // GuardRulePrefix starts the rule a guard's refusal or ask is recorded
 // under ("guard:budget-refunds"), in the trace and in what the call waits on.
 const GuardRulePrefix = "guard:"

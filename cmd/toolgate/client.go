@@ -13,6 +13,7 @@ import (
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
@@ -295,11 +296,45 @@ func (c *cli) decide(ctx context.Context, name string, args []string) error {
 		return err
 	}
 	defer tc.Close()
-	outs, err := decide(tgclient.New(tc), ctx, pos[0], who, pos[1:]...)
+	cl := tgclient.New(tc)
+	outs, err := decide(cl, ctx, pos[0], who, pos[1:]...)
 	if err != nil {
 		return keyAdvice(err)
 	}
-	return c.reportDecisions(name, outs)
+	if err := c.reportDecisions(name, outs); err != nil {
+		return err
+	}
+	if name == "approve" {
+		return c.reportPauses(ctx, cl, pos[0], outs)
+	}
+	return nil
+}
+
+// reportPauses says of each call approved whether a pause will refuse it
+// (exit status 1): the worker refuses a paused tool's call where it is
+// about to run, so the approval lets nothing run until the tool is unpaused.
+func (c *cli) reportPauses(ctx context.Context, cl *tgclient.Client, id string, outs []tgclient.Outcome) error {
+	paused := 0
+	for _, o := range outs {
+		if o.Err != nil || o.Interrupt.CallID == "" {
+			continue
+		}
+		p, tq, err := cl.PauseOf(ctx, id, o.Interrupt)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "note: whether %s is paused could not be read (%v); toolgate guards shows the pauses\n", oneLine(o.Interrupt.Tool), err)
+			continue
+		}
+		if p == nil {
+			continue
+		}
+		paused++
+		fmt.Fprintf(c.stderr, "%s %s will be refused by the pause, not run: %s (task queue %s)\n", oneLine(o.CallID), oneLine(o.Interrupt.Tool),
+			oneLine(ledger.PausedReason(*p, o.Interrupt.Tool)), oneLine(tq))
+	}
+	if paused > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%s approved while %s: nothing runs until it is unpaused", plural(paused, "call"), map[bool]string{true: "its tool is paused", false: "their tools are paused"}[paused == 1])}
+	}
+	return nil
 }
 
 // decider is who decides: --as, or else $USER, which it says on stderr

@@ -175,7 +175,8 @@ func (s *stack) ledgerFirstEvent(t *testing.T) interface{ GetContinuedExecutionR
 }
 
 // The kill switch from the CLI: once `toolgate pause` returns, a call that
-// waited is refused when approved and shows in pending; after `toolgate
+// waited is refused when approved — `toolgate approve` says so, exit 1 —
+// and the pause shows in pending; after `toolgate
 // unpause` the next approval runs. A pause signed by one who is not an
 // operator is refused, and says why.
 func TestPauseStopsEveryRunAndUnpauseLetsThemGoOn(t *testing.T) {
@@ -204,7 +205,11 @@ func TestPauseStopsEveryRunAndUnpauseLetsThemGoOn(t *testing.T) {
 	}
 	for i := 1; i <= n-1; i++ {
 		id := fmt.Sprintf("pause-%d", i)
-		cli(0, "approve", id, "c-1", "--as", "bob", "--key", key("bob"))
+		out := cli(1, "approve", id, "c-1", "--as", "bob", "--key", key("bob"))
+		if !strings.Contains(out, "c-1 close_ticket will be refused by the pause, not run: close_ticket is paused fleet-wide by alice") ||
+			!strings.Contains(out, "1 call approved while its tool is paused: nothing runs until it is unpaused") {
+			t.Fatalf("toolgate approve during the pause:\n%s", out)
+		}
 		res := s.result(id, waitTimeout)
 		blocked := records(res.Trace, "c-1", workflows.TraceBlocked)
 		if len(records(res.Trace, "c-1", workflows.TraceOK)) != 0 || len(blocked) != 2 ||
