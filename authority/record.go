@@ -50,9 +50,10 @@ func Lookup(ctx context.Context, c client.Client, ns, wid string, v any) error {
 		d   *workflowservice.DescribeWorkflowExecutionResponse
 		err error
 	)
+	where := "in namespace " + ns
 	if ns == "" {
 		d, err = c.DescribeWorkflowExecution(ctx, wid, "")
-		ns = "of the client"
+		where = "in the client's namespace"
 	} else {
 		d, err = c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
 			Namespace: ns, Execution: &commonpb.WorkflowExecution{WorkflowId: wid}})
@@ -60,14 +61,14 @@ func Lookup(ctx context.Context, c client.Client, ns, wid string, v any) error {
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		return fmt.Errorf("%w: %s in namespace %s", ErrNoRecord, wid, ns)
+		return fmt.Errorf("%w: %s %s", ErrNoRecord, wid, where)
 	case err != nil:
-		return fmt.Errorf("authority: reading record %s of namespace %s: %w", wid, ns, err)
+		return fmt.Errorf("authority: reading record %s %s: %w", wid, where, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
 	p := info.GetMemo().GetFields()[RecordField]
 	if info.GetType().GetName() != MarkerWorkflow || p == nil || len(p.GetData()) > MaxRecordBytes {
-		return fmt.Errorf("%w: %s in namespace %s is no record", ErrNoRecord, wid, ns)
+		return fmt.Errorf("%w: %s %s is no record", ErrNoRecord, wid, where)
 	}
 	if err := json.Unmarshal(p.GetData(), v); err != nil {
 		return fmt.Errorf("authority: decoding record %s: %w", wid, err)

@@ -195,22 +195,6 @@ func (c *Client) carry(ctx context.Context, id string, note workflows.RewindNote
 	return done, nil
 }
 
-// lookup reads the record wid from the authority namespace. Only where
-// there is no authority namespace at all (workers that keep none record in
-// the runs' namespace) is the runs' namespace read: where one exists, a
-// record in the runs' namespace — which any client of the runs may start —
-// counts for nothing.
-func (c *Client) lookup(ctx context.Context, wid string, v any) error {
-	ac, err := c.authorityClient(ctx)
-	if err == nil {
-		err = authority.Lookup(ctx, ac, "", wid, v)
-	}
-	if nf := (*serviceerror.NamespaceNotFound)(nil); errors.As(err, &nf) {
-		return authority.Lookup(ctx, c.tc, "", wid, v)
-	}
-	return err
-}
-
 // resetID is a rewind's reset id: the one a token signed elsewhere signs
 // (signed.Claims.Reset), or a new random one.
 func resetID(given string) (string, error) {
@@ -276,13 +260,4 @@ func ForkInput(src, at string, args json.RawMessage) (workflows.RunInput, error)
 		in.Fork.Args = canon
 	}
 	return in, nil
-}
-
-// LinkRecord reads the record a worker made of the link whose secret is
-// secret, before it sent it (workflows.LinkRecord), from the authority
-// namespace: authority.ErrNoRecord when no worker sent such a link.
-func (c *Client) LinkRecord(ctx context.Context, secret string) (workflows.LinkRecord, error) {
-	var rec workflows.LinkRecord
-	err := c.lookup(ctx, workflows.LinkRecordPrefix+workflows.LinkDigest(secret), &rec)
-	return rec, err
 }

@@ -82,8 +82,11 @@ func ReadPauses(ctx context.Context, c client.Client, ns, taskQueue string, dc c
 		return nil, fmt.Errorf("reading the fleet ledger of task queue %s: %w", taskQueue, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
-	if name := info.GetType().GetName(); name != WorkflowName {
-		return nil, fmt.Errorf("the workflow %s is a %q, not the fleet ledger (%s)", ID(taskQueue), name, WorkflowName)
+	// As a reservation checks the ledger that answers it (caller.checkRun):
+	// a workflow of that id someone started on a queue of their own is not
+	// the ledger, and its memo says nothing.
+	if name, tq := info.GetType().GetName(), info.GetTaskQueue(); name != WorkflowName || tq != taskQueue {
+		return nil, fmt.Errorf("the workflow %s is a %q on task queue %q, not the fleet ledger (%s) of task queue %s", ID(taskQueue), name, tq, WorkflowName, taskQueue)
 	}
 	p := info.GetMemo().GetFields()[PausesMemo]
 	if p == nil {

@@ -332,7 +332,11 @@ func (c *cli) reportPauses(ctx context.Context, cl *tgclient.Client, id string, 
 			oneLine(ledger.PausedReason(*p, o.Interrupt.Tool)), oneLine(tq))
 	}
 	if paused > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%s approved while %s: nothing runs until it is unpaused", plural(paused, "call"), map[bool]string{true: "its tool is paused", false: "their tools are paused"}[paused == 1])}
+		what := "its tool is paused"
+		if paused > 1 {
+			what = "their tools are paused"
+		}
+		return &exitError{code: 1, err: fmt.Errorf("%s approved while %s: nothing runs until it is unpaused", plural(paused, "call"), what)}
 	}
 	return nil
 }

@@ -65,7 +65,10 @@ func (k keyring) sign(t *testing.T, c signed.Claims) string {
 
 // trust3Policy: alice closes tickets (support), bob and carol approve
 // refunds (finance), dave and erin are operators (erin in finance too).
-func trust3Policy(t *testing.T, k keyring) *policy.Policy {
+func trust3Policy(t *testing.T, k keyring) *policy.Policy { return trust3PolicyWith(t, k, "") }
+
+// trust3PolicyWith is trust3Policy with extra YAML after it (guards, say).
+func trust3PolicyWith(t *testing.T, k keyring, extra string) *policy.Policy {
 	t.Helper()
 	p, err := policy.Parse([]byte(fmt.Sprintf(`approvers:
   alice: {key: %q, roles: [support]}
@@ -77,7 +80,7 @@ operators: [ops]
 tools:
   close_ticket: {approvers: {roles: [support]}}
   refund: {approvers: {roles: [finance]}}
-`, k.pub("alice"), k.pub("bob"), k.pub("carol"), k.pub("dave"), k.pub("erin"))))
+`, k.pub("alice"), k.pub("bob"), k.pub("carol"), k.pub("dave"), k.pub("erin")) + extra))
 	if err != nil {
 		t.Fatal(err)
 	}

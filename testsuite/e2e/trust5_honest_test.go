@@ -2,36 +2,17 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/toolgate/toolgate/audit"
 	tgclient "github.com/toolgate/toolgate/client"
-	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// honestPolicy is trust3Policy with a budget on refunds.
-func honestPolicy(t *testing.T, k keyring) *policy.Policy {
-	t.Helper()
-	p, err := policy.Parse(fmt.Appendf(nil, `approvers:
-  alice: {key: %q, roles: [support]}
-  bob:   {key: %q, roles: [finance]}
-  carol: {key: %q, roles: [finance]}
-  dave:  {key: %q, roles: [ops, finance]}
-  erin:  {key: %q, roles: [ops, finance]}
-operators: [ops]
-tools:
-  close_ticket: {approvers: {roles: [support]}}
-  refund: {approvers: {roles: [finance]}}
-guards:
+// honestGuards puts a budget on trust3Policy's refunds.
+const honestGuards = `guards:
   - {id: refund-budget, kind: budget, tools: [refund], amount: "args.amount_cents", limit: 100000, window: 1h}
-`, k.pub("alice"), k.pub("bob"), k.pub("carol"), k.pub("dave"), k.pub("erin")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+`
 
 // An honest run, acted on by persons (no credential) as on `toolgate dev`:
 // alice closes a ticket, bob approves a guarded refund, dave rewinds the run
@@ -42,7 +23,7 @@ guards:
 func TestAnHonestRunVerifiesInBothNamespaces(t *testing.T) {
 	t.Parallel()
 	k := newKeyring(t, "alice", "bob", "carol", "dave", "erin")
-	s, person := newTrust5Stack(t, honestPolicy(t, k))
+	s, person := newTrust5Stack(t, trust3PolicyWith(t, k, honestGuards))
 	const id, fork = "trust5-honest", "trust5-honest-fork"
 	s.closeThenRefund(id, k, "TKT-1", "BK-1", 2500)
 	s.signedDecide(id, k, "bob", true, "c-2")

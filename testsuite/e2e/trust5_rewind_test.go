@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,7 +111,7 @@ func TestARewindIsCarriedOutByAWorkerAndRecorded(t *testing.T) {
 	reps := s.auditRuns(person, id)
 	rep, ok := reps[rw.RunID]
 	if len(reps) != 2 || !ok {
-		t.Fatalf("audited runs %v, want the first run and %s", keys(reps), rw.RunID)
+		t.Fatalf("audited runs %v, want the first run and %s", slices.Collect(maps.Keys(reps)), rw.RunID)
 	}
 	if f, u := rep.Failed(), rep.Unvouched(); len(f) != 0 || len(u) != 0 || !rep.Principals {
 		t.Fatalf("the rewound run's audit: failed %+v, unvouched %+v (principals %v)", f, u, rep.Principals)
@@ -229,13 +231,4 @@ func TestAResetNoWorkerRecordedTakesNoNote(t *testing.T) {
 	if _, err := s.recordsOf(attacker)(reset); !errors.Is(err, authority.ErrNoRecord) {
 		t.Fatalf("a record of the attacker's reset: %v", err)
 	}
-}
-
-// keys are m's keys, for a message.
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
