@@ -14,6 +14,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,6 +125,9 @@ func (c *Client) Close() {
 		c.tc.Close()
 	}
 }
+
+// Namespace is the namespace of the runs the Client speaks to.
+func (c *Client) Namespace() string { return cmp.Or(c.namespace, connect.DefaultNamespace) }
 
 // Temporal is the Temporal client underneath.
 func (c *Client) Temporal() sdkclient.Client { return c.tc }

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolgate/toolgate/authority"
-	"github.com/toolgate/toolgate/connect"
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
@@ -172,7 +170,7 @@ func (c *Client) authorityNamespace() string {
 	if c.authorityNS != "" {
 		return c.authorityNS
 	}
-	return authority.Namespace(cmp.Or(c.namespace, connect.DefaultNamespace))
+	return authority.Namespace(c.Namespace())
 }
 
 // authorityClient is the client of the authority namespace: the one given

@@ -29,11 +29,17 @@ type activities struct {
 	// window is how long await watches a call (AwaitWindow); poll is the
 	// longest pause between two looks.
 	window, poll time.Duration
+	// namespace is the runs' (Runs'): a run signals a call's waiter only
+	// in its own namespace.
+	namespace string
 }
 
 // propose proposes the call (starting the session run with its start input
 // if it is not running) and answers how the call stands.
 func (a *activities) propose(ctx context.Context, req CallRequest) (workflows.CallStatus, error) {
+	if req.Proposal.Notify != "" && a.namespace != activity.GetInfo(ctx).Namespace {
+		req.Proposal.Notify = "" // the run cannot signal into another namespace: the call workflow looks instead
+	}
 	st, err := a.runs.Propose(ctx, req.Run, req.Start, req.Proposal)
 	if req.NeedsSignedStart && (errors.Is(err, client.ErrUnknownRun) || errors.Is(err, client.ErrRunClosed)) {
 		name := strings.TrimPrefix(req.Run, RunPrefix)
@@ -76,6 +82,13 @@ func (a *activities) await(ctx context.Context, ref CallRef) (workflows.CallStat
 		}
 		d = min(2*d, a.poll)
 	}
+}
+
+// look answers how the call stands, once (the call workflow's local
+// activity, when the run has told it the call ended, or its recheck).
+func (a *activities) look(ctx context.Context, ref CallRef) (workflows.CallStatus, error) {
+	st, err := a.runs.Call(ctx, ref.Run, ref.CallID)
+	return st, classify(err)
 }
 
 // withdraw takes the call back; a call decided or running is not, and the

@@ -133,6 +133,9 @@ type Options struct {
 	// IdleTimeout of a session run a call starts without a start input
 	// (DefaultIdleTimeout if zero).
 	IdleTimeout time.Duration
+	// Recheck is how long a call the run will tell of waits between two
+	// looks of its own (RecheckEvery if zero).
+	Recheck time.Duration
 }
 
 func (o Options) runQueue() string {
@@ -255,7 +258,7 @@ func (o Options) callRequest(raw json.RawMessage, requestID string) (CallRequest
 		// A run that is running takes the call; one that is not is
 		// started only signed, so the proposal carries no start, and
 		// propose says what to give when the run is not there.
-		return CallRequest{Run: id, Proposal: p, NeedsSignedStart: true}, nil
+		return CallRequest{Run: id, Proposal: p, NeedsSignedStart: true, Recheck: o.Recheck}, nil
 	case start == nil:
 		start = &workflows.RunInput{Goal: "Nexus session " + in.Run, Planner: plan.Config{Kind: plan.KindExternal},
 			IdleTimeout: workflows.Duration(o.idleTimeout())}
@@ -265,7 +268,7 @@ func (o Options) callRequest(raw json.RawMessage, requestID string) (CallRequest
 	if err := o.checkStart(*start, "start"); err != nil {
 		return CallRequest{}, err
 	}
-	return CallRequest{Run: id, Proposal: p, Start: start}, nil
+	return CallRequest{Run: id, Proposal: p, Start: start, Recheck: o.Recheck}, nil
 }
 
 func (o Options) idleTimeout() time.Duration {

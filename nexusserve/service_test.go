@@ -71,10 +71,23 @@ func TestCallRequest(t *testing.T) {
 	if err != nil || keyed.Proposal.Key != "k-1" {
 		t.Fatalf("keyed %+v %v", keyed, err)
 	}
-	again, _ := o.callRequest(json.RawMessage(`{"run":"agent-1","tool":"close_ticket","key":"k-1"}`), "req-9")
-	other, _ := o.callRequest(json.RawMessage(`{"run":"agent-2","tool":"close_ticket","key":"k-1"}`), "req-9")
-	if keyed.workflowID() != again.workflowID() || keyed.workflowID() == other.workflowID() || keyed.workflowID() == req.workflowID() {
-		t.Fatalf("workflow ids %s %s %s %s: one per run and key", keyed.workflowID(), again.workflowID(), other.workflowID(), req.workflowID())
+	// One workflow per run, key, tool and arguments (their canonical
+	// digest): the same call again shares it, another call with the key
+	// gets its own, whose proposal the run refuses.
+	again, _ := o.callRequest(json.RawMessage(`{"run":"agent-1","tool":"search_tickets","args":{ "q" : 1 },"key":"k-1"}`), "req-9")
+	otherRun, _ := o.callRequest(json.RawMessage(`{"run":"agent-2","tool":"search_tickets","args":{"q":1},"key":"k-1"}`), "req-9")
+	otherArgs, _ := o.callRequest(json.RawMessage(`{"run":"agent-1","tool":"search_tickets","args":{"q":2},"key":"k-1"}`), "req-9")
+	otherTool, _ := o.callRequest(json.RawMessage(`{"run":"agent-1","tool":"close_ticket","args":{"q":1},"key":"k-1"}`), "req-9")
+	if keyed.workflowID() != again.workflowID() {
+		t.Fatalf("the same call, two workflow ids: %s %s", keyed.workflowID(), again.workflowID())
+	}
+	for _, o := range []CallRequest{otherRun, otherArgs, otherTool, req} {
+		if o.workflowID() == keyed.workflowID() {
+			t.Fatalf("%+v shares the workflow %s of %+v", o.Proposal, keyed.workflowID(), keyed.Proposal)
+		}
+		if !strings.HasPrefix(o.workflowID(), workflows.NotifyPrefix) {
+			t.Fatalf("workflow id %s does not start with %s: the run would not signal it", o.workflowID(), workflows.NotifyPrefix)
+		}
 	}
 }
 

@@ -30,10 +30,11 @@ func Register(r Registry, o Options) error {
 	}
 	r.RegisterNexusService(svc)
 	r.RegisterWorkflowWithOptions(Call, workflow.RegisterOptions{Name: CallWorkflow})
-	a := &activities{runs: o.Runs, window: AwaitWindow, poll: 5 * time.Second}
+	a := &activities{runs: o.Runs, window: AwaitWindow, poll: 5 * time.Second, namespace: o.Runs.Namespace()}
 	r.RegisterActivityWithOptions(a.propose, activity.RegisterOptions{Name: ActivityPropose})
 	r.RegisterActivityWithOptions(a.await, activity.RegisterOptions{Name: ActivityAwait})
 	r.RegisterActivityWithOptions(a.withdraw, activity.RegisterOptions{Name: ActivityWithdraw})
+	r.RegisterActivityWithOptions(a.look, activity.RegisterOptions{Name: ActivityLook})
 	return nil
 }
 

@@ -34,7 +34,7 @@ func callExtraStepVersioned(ctx workflow.Context, req nexusserve.CallRequest) (n
 
 func TestNexusCallHistoriesReplay(t *testing.T) {
 	files := callFiles(t)
-	require.Len(t, files, 2)
+	require.Len(t, files, 4, "the two call workflows, watching (v10) and told (v15)")
 	for _, f := range files {
 		require.NoError(t, replay.File(f), f)
 		require.NoError(t, replay.File(f, replay.WithNexusCall(callExtraStepVersioned)), f)

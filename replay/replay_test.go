@@ -31,6 +31,9 @@ var flows = []string{
 	"nexus_v10",                             // a session run driven through the Nexus service: calls proposed, one withdrawn
 	"nexus_call_v10", "nexus_withdrawn_v10", // the workflows behind two of its call operations
 	"remote_v10", // a run whose tools another worker hosts on its own task queue
+	// rules version 15: the run tells a call's waiter; the call workflow
+	// (call-told 1) waits for that word instead of watching
+	"nexus_v15", "nexus_call_v15", "nexus_withdrawn_v15",
 }
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.

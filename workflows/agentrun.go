@@ -162,9 +162,11 @@ type run struct {
 //	14              a run takes a rewind note only if a worker recorded in
 //	                the authority namespace that it carried out the reset
 //	                that made the run (rewindact.go)
+//	15              a proposal may name a waiter the run signals when the
+//	                call ends (callended.go): a Nexus call polls nothing
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 14
+	versionCurrent  = 15
 )
 
 // Versions of versionChangeID.
@@ -203,6 +205,9 @@ const (
 	// versionRewinds: a rewind is a worker's (rewindact.go); a run takes a
 	// rewind note only with the worker's record of the reset that made it.
 	versionRewinds workflow.Version = 14
+	// versionCallEnded: a proposal's waiter (Proposal.Notify) is signalled
+	// when its call ends (callended.go).
+	versionCallEnded workflow.Version = 15
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call

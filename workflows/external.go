@@ -62,6 +62,11 @@ type Proposal struct {
 	// its outcome; the call never runs twice. Without a key, a proposal of
 	// the same tool and arguments as an unfinished call attaches to it.
 	Key string `json:"key,omitempty"`
+	// Notify is the workflow id of a workflow of the run's namespace that
+	// waits for the call (the Nexus door's call workflow, NotifyPrefix…):
+	// from rules version 15 the run signals it SignalCallEnded when the
+	// call ends, so the waiter polls nothing (CallStatus.Notifies).
+	Notify string `json:"notify,omitempty"`
 }
 
 // ExternalCall is a call the external planner proposed, as the run
@@ -82,6 +87,9 @@ type ExternalCall struct {
 	ResultDropped bool   `json:"result_dropped,omitempty"`
 	Error         string `json:"error,omitempty"`
 	Note          string `json:"note,omitempty"`
+	// Notify are the waiters the run signals when the call ends
+	// (Proposal.Notify), at most MaxNotify.
+	Notify []string `json:"notify,omitempty"`
 }
 
 // CallStatus is what the propose update and the call query answer: the call
@@ -92,6 +100,9 @@ type CallStatus struct {
 	// or the same unfinished call), and proposed nothing new.
 	Attached bool       `json:"attached,omitempty"`
 	Waiting  *Interrupt `json:"waiting,omitempty"`
+	// Notifies: the proposal's waiter (Proposal.Notify) will be signalled
+	// SignalCallEnded when the call ends; without it, the waiter must look.
+	Notifies bool `json:"notifies,omitempty"`
 }
 
 // registerExternal sets up the propose update and the call query. Every run
@@ -126,7 +137,12 @@ func (r *run) registerExternal(ctx workflow.Context) error {
 			if err := workflow.Await(ctx, func() bool { return rec.Done || r.waitingFor(rec.CallID) != nil || r.parking }); err != nil {
 				return CallStatus{}, err
 			}
-			return r.callStatus(rec, attached), nil
+			// The waiter is taken only now, with the answer, for a call
+			// that has not ended: one told Notifies is signalled, and
+			// only it.
+			st := r.callStatus(rec, attached)
+			st.Notifies = r.watchCall(rec, p.Notify)
+			return st, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, raw json.RawMessage) error {
 			p, err := r.decodeProposal(raw)
@@ -158,6 +174,9 @@ func (r *run) decodeProposal(raw []byte) (Proposal, error) {
 		return p, refusal(RefusedInput, "proposal refused: a tool's name has at most %d bytes", MaxNameBytes)
 	case len(p.Key) > MaxKeyBytes:
 		return p, refusal(RefusedInput, "proposal refused: the idempotency key has %d bytes, at most %d", len(p.Key), MaxKeyBytes)
+	}
+	if err := checkNotify(p.Notify); err != nil {
+		return p, err
 	}
 	return p, nil
 }
@@ -237,6 +256,7 @@ func (r *run) settle(ctx workflow.Context, rec *ExternalCall, out outcome) {
 	}
 	rec.Done, rec.Status, rec.Error = true, out.Status, clip(out.Error, MaxTextBytes)
 	rec.Result, rec.Note = clipValue(out.Result, MaxValueBytes), clip(out.Note, MaxArgsBytes+MaxTextBytes)
+	r.tellWaiters(ctx, rec)
 	r.addTranscript(plan.Entry{Role: plan.RoleTool, CallID: rec.CallID, Tool: rec.Tool,
 		Status: out.Status, Result: out.Result, Error: out.Error, Note: out.Note})
 	r.trimExternal()

@@ -94,9 +94,11 @@ func nexusFlow() flow {
 		trace:  []string{"c-1 ok", "c-2 cache_hit", "c-3 blocked", "c-3 approved", "c-3 ok", "c-4 blocked", "c-4 cancelled"},
 		extra: func(ctx context.Context, cl client.Client, _ *signers, file func(string) string) ([]string, error) {
 			var files []string
-			for base, key := range map[string]string{"nexus_call": keyApproved, "nexus_withdrawn": keyWithdrawn} {
+			withdrawn := workflows.Proposal{Tool: "close_ticket", Args: json.RawMessage(`{"ticket_id":"TKT-1"}`), Key: keyWithdrawn}
+			approved := workflows.Proposal{Tool: closeTKT3.Tool, Args: closeTKT3.Args, Key: keyApproved}
+			for base, p := range map[string]workflows.Proposal{"nexus_call": approved, "nexus_withdrawn": withdrawn} {
 				f := file(base)
-				if err := export(ctx, cl, nexusserve.CallWorkflowID(id, key), "", f); err != nil {
+				if err := export(ctx, cl, nexusserve.CallWorkflowID(id, p), "", f); err != nil {
 					return nil, fmt.Errorf("%s: %w", base, err)
 				}
 				files = append(files, f)
