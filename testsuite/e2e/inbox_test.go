@@ -49,10 +49,15 @@ func eval(t *testing.T, ctx context.Context, what, expr string) {
 	read(t, ctx, what, chromedp.Evaluate[any](expr))
 }
 
-// await polls a JavaScript expression in the page until it is true.
+// await polls a JavaScript expression in the page until it is true; if it
+// never is, the test fails with what the page's messages say.
 func await(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	read(t, ctx, what, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(waitTimeout)))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(waitTimeout))); err != nil {
+		says, _ := chromedp.Run(ctx, chromedp.Evaluate[string](
+			`[...document.querySelectorAll('[id$=msg], #notices')].filter(e => e.textContent.trim()).map(e => e.id + ': ' + e.textContent.trim().slice(0, 300)).join(' | ')`))
+		t.Fatalf("%s: %v; the page says: %s", what, err, says)
+	}
 }
 
 // screenshot saves the page as a PNG under $TOOLGATE_ARTIFACTS (or the
