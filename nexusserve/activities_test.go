@@ -161,3 +161,22 @@ func TestProposeNeedsASignedStart(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, runs.proposed, 1)
 }
+
+// A proposal names its waiter only to a run of the call workflow's own
+// namespace: a signal cannot cross namespaces, so across them the waiter
+// is left out and the workflow watches instead.
+func TestAWaiterIsNamedOnlyInItsOwnNamespace(t *testing.T) {
+	for _, c := range []struct {
+		runsNamespace, want string
+	}{{"default-test-namespace", "toolgate-call-x"}, {"other", ""}} { // the test environment's namespace, and another
+		runs := &fakeRuns{}
+		env, a := activityEnv(runs, time.Second)
+		a.namespace = c.runsNamespace
+		req := closeReq
+		req.Proposal.Notify = "toolgate-call-x"
+		_, err := env.ExecuteActivity(ActivityPropose, req)
+		require.NoError(t, err)
+		require.Len(t, runs.proposed, 1)
+		require.Equal(t, c.want, runs.proposed[0].Notify, "runs in namespace %q", c.runsNamespace)
+	}
+}

@@ -193,8 +193,11 @@ func (w watcher) wait(ctx workflow.Context, st workflows.CallStatus) (workflows.
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, looking)
 	recheck := w.recheck
-	if recheck <= 0 {
+	switch {
+	case recheck <= 0:
 		recheck = RecheckEvery
+	case recheck < time.Second: // an input's: a loop of looks is no wait
+		recheck = time.Second
 	}
 	var timer workflow.Future
 	for !st.Done {
