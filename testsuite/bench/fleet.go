@@ -131,6 +131,28 @@ func LedgerTaskFailures(ctx context.Context, e *Env, queue string) (failures map
 	}
 }
 
+// Committed reads what the budget of queue's ledger holds (its one guard,
+// scope all), waiting up to 10 s for it to hold want committed and nothing
+// reserved: a run's last commit is a signal, which the ledger may take a
+// moment after the run closed.
+func Committed(ctx context.Context, e *Env, queue string, want int64) (ledger.ScopeView, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := ledger.Guards(ctx, e.Authority.Client, queue)
+		if err != nil {
+			return ledger.ScopeView{}, err
+		}
+		if len(v.Guards) != 1 || len(v.Guards[0].Scopes) != 1 {
+			return ledger.ScopeView{}, fmt.Errorf("the ledger of %s shows %d guards, want the budget with one scope: %+v", queue, len(v.Guards), v.Guards)
+		}
+		got := v.Guards[0].Scopes[0]
+		if (got.Committed == want && got.Reserved == 0) || time.Now().After(deadline) {
+			return got, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // FleetTable writes guarded against baseline loads, side by side.
 func FleetTable(w io.Writer, base, guarded []FleetLoad) {
 	fmt.Fprintf(w, "| runs at once | calls | baseline calls/s | guarded calls/s | guarded ÷ baseline | longest stall, baseline | longest stall, guarded |\n")

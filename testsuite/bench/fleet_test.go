@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,22 +29,37 @@ func TestFleetHarness(t *testing.T) {
 	b, err := Fleet(ctx, e, q.Baseline, runs, calls, 0)
 	require.NoError(t, err)
 	require.Positive(t, b.PerSecond())
-	v, err := ledger.Guards(ctx, e.Authority.Client, q.Guarded)
+	want := int64(runs * calls * (runs*calls + 1) / 2)
+	got, err := Committed(ctx, e, q.Guarded, want)
 	require.NoError(t, err)
-	require.Equal(t, ledger.ScopeView{Scope: "all", Committed: int64(runs * calls * (runs*calls + 1) / 2)}, v.Guards[0].Scopes[0],
-		"the budget holds every write's amount (1 to %d), once", runs*calls)
+	require.Equal(t, ledger.ScopeView{Scope: "all", Committed: want}, got, "the budget holds every write's amount (1 to %d), once", runs*calls)
 	failed, ledgerRuns, err := LedgerTaskFailures(ctx, e, q.Guarded)
 	require.NoError(t, err)
 	require.Positive(t, ledgerRuns)
 	require.Empty(t, failed)
 }
 
+// The fleet benchmark's sizes: -fleet.runs lists the runs at once of each
+// level, -fleet.calls the writes of each run.
+var (
+	fleetRuns  = flag.String("fleet.runs", "1,10,50", "BenchmarkGuardedFleet: runs at once, level by level")
+	fleetCalls = flag.Int("fleet.calls", 20, "BenchmarkGuardedFleet: writes a run")
+)
+
 // BenchmarkGuardedFleet: guarded calls per second against unguarded at 1,
 // 10 and 50 runs at once (each b.N iteration runs every level on both
 // queues; use -benchtime 1x), the longest stretch with no call scheduled,
 // and the workflow tasks the ledger failed. The table goes to stdout.
 func BenchmarkGuardedFleet(b *testing.B) {
-	const calls = 20
+	calls := *fleetCalls
+	var levels []int
+	for _, f := range strings.Split(*fleetRuns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("-fleet.runs %q: want runs at once, such as 1,10,50", *fleetRuns)
+		}
+		levels = append(levels, n)
+	}
 	e, ctx := sharedEnv(b), context.Background()
 	q, err := StartGuardQueues(e)
 	if err != nil {
@@ -53,8 +71,9 @@ func BenchmarkGuardedFleet(b *testing.B) {
 	}
 	var base, guarded []FleetLoad
 	first := 1000
+	want := int64(1 + 2 + 3 + 4 + 5) // the warm-up's writes, amounts 1 to 5
 	for b.Loop() {
-		for _, runs := range []int{1, 10, 50} {
+		for _, runs := range levels {
 			for _, queue := range []string{q.Baseline, q.Guarded} {
 				f, err := Fleet(ctx, e, queue, runs, calls, first)
 				if err != nil {
@@ -63,6 +82,9 @@ func BenchmarkGuardedFleet(b *testing.B) {
 				first += runs * calls
 				if queue == q.Guarded {
 					guarded = append(guarded, f)
+					for n := first - runs*calls + 1; n <= first; n++ {
+						want += int64(n)
+					}
 				} else {
 					base = append(base, f)
 				}
@@ -72,6 +94,13 @@ func BenchmarkGuardedFleet(b *testing.B) {
 	failed, ledgerRuns, err := LedgerTaskFailures(ctx, e, q.Guarded)
 	if err != nil {
 		b.Fatal(err)
+	}
+	got, err := Committed(ctx, e, q.Guarded, want)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got.Committed != want || got.Reserved != 0 {
+		b.Fatalf("the budget holds %d committed and %d reserved, want every write's amount once: %d committed", got.Committed, got.Reserved, want)
 	}
 	n := 0
 	for _, c := range failed {
