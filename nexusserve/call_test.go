@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,9 +169,9 @@ func waitAWeek(t *testing.T) (waitCount, CallOutput) {
 	st.Notifies = true
 	env.OnActivity(ActivityPropose, mock.Anything, told(closeReq)).Return(st, nil).Once()
 	var n waitCount
-	var signalled bool
+	var signalled atomic.Bool // set by the test's callback, read by the look's goroutine
 	env.OnActivity(ActivityLook, mock.Anything, CallRef{Run: "nexus-a", CallID: "c-3", Key: "k-1"}).Return(func(context.Context, CallRef) (workflows.CallStatus, error) {
-		if signalled {
+		if signalled.Load() {
 			return ended("ok", `{"id":"TKT-3","status":"closed"}`, ""), nil
 		}
 		return waiting(), nil
@@ -181,17 +182,17 @@ func waitAWeek(t *testing.T) (waitCount, CallOutput) {
 		}
 	})
 	env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) {
-		if !signalled {
+		if !signalled.Load() {
 			n.looks++
 		}
 	})
 	env.SetOnTimerFiredListener(func(string) {
-		if !signalled {
+		if !signalled.Load() {
 			n.timers++
 		}
 	})
 	env.RegisterDelayedCallback(func() {
-		signalled = true
+		signalled.Store(true)
 		env.SignalWorkflow(workflows.SignalCallEnded, "c-3")
 	}, week)
 	env.ExecuteWorkflow(CallWorkflow, closeReq)

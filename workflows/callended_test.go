@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,15 +20,26 @@ func (f *fixture) proposeFor(waiter, toolName, args, key string) *outcome[workfl
 		workflows.Proposal{Tool: toolName, Args: json.RawMessage(args), Key: key, Notify: waiter})
 }
 
-// told records the run's SignalCallEnded signals, waiter by waiter.
-func (f *fixture) told() *[]string {
-	var got []string
+// told records the run's SignalCallEnded signals ("waiter call-id"), and
+// returns what it recorded so far, sorted: the test environment delivers
+// each signal on a goroutine of its own.
+func (f *fixture) told() func() []string {
+	var (
+		mu  sync.Mutex
+		got []string
+	)
 	f.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalCallEnded, mock.Anything).Return(
 		func(_, id, _, _ string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
 			got = append(got, id+" "+arg.(string))
 			return nil
 		})
-	return &got
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Sorted(slices.Values(got))
+	}
 }
 
 // A call's waiters are signalled once when it ends — each waiter that
@@ -47,7 +59,7 @@ func TestACallTellsItsWaitersWhenItEnds(t *testing.T) {
 		stranger = f.proposeFor("payroll-run-7", "close_ticket", closeArgs, "k-1")
 	})
 	f.at(2*time.Second, func() {
-		atApproval = slices.Clone(*got)
+		atApproval = got()
 		f.approve("c-1")
 	})
 	f.at(3*time.Second, func() { f.env.SignalWorkflow(workflows.SignalEnd, nil) })
@@ -64,7 +76,7 @@ func TestACallTellsItsWaitersWhenItEnds(t *testing.T) {
 	require.ErrorContains(t, stranger.err, `notify "payroll-run-7" is not the id of a call's waiter`)
 	require.Equal(t, workflows.RefusedInput, failureType(t, stranger.err))
 	require.Empty(t, atApproval, "no waiter is told before the call ends")
-	require.Equal(t, []string{"toolgate-call-a c-1", "toolgate-call-b c-1"}, *got)
+	require.Equal(t, []string{"toolgate-call-a c-1", "toolgate-call-b c-1"}, got())
 	require.Equal(t, 1, f.desk.closed["TKT-3"])
 }
 
@@ -72,7 +84,7 @@ func TestACallTellsItsWaitersWhenItEnds(t *testing.T) {
 // run tells them when the call ends.
 func TestAParkedCallTellsItsWaitersFromTheNextRun(t *testing.T) {
 	f := newFixture(t)
-	var got *[]string
+	var got func() []string
 	res, inputs := runToEnd(t, f, external(), func(run int, f *fixture) {
 		got = f.told()
 		switch run {
@@ -90,7 +102,7 @@ func TestAParkedCallTellsItsWaitersFromTheNextRun(t *testing.T) {
 	require.Len(t, inputs, 2)
 	require.Equal(t, []string{"toolgate-call-a"}, inputs[1].Carry.External[0].Notify)
 	require.Equal(t, workflows.StatusCompleted, res.Status)
-	require.Equal(t, []string{"toolgate-call-a c-1"}, *got, "the next run told the waiter")
+	require.Equal(t, []string{"toolgate-call-a c-1"}, got(), "the next run told the waiter")
 }
 
 // A run of rules version 14 takes the waiter's name and tells no one: its
@@ -107,5 +119,5 @@ func TestARunOfOlderRulesTellsNoOne(t *testing.T) {
 	require.Equal(t, workflows.StatusCompleted, res.Status)
 	require.NoError(t, p.err)
 	require.False(t, p.result.Notifies)
-	require.Empty(t, *got)
+	require.Empty(t, got())
 }
