@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -75,10 +77,16 @@ func BenchmarkGuardedFleet(b *testing.B) {
 	for b.Loop() {
 		for _, runs := range levels {
 			for _, queue := range []string{q.Baseline, q.Guarded} {
+				stop := make(chan struct{})
+				if queue == q.Guarded {
+					go watchLedger(ctx, e, queue, stop)
+				}
 				f, err := Fleet(ctx, e, queue, runs, calls, first)
+				close(stop)
 				if err != nil {
 					b.Fatal(err)
 				}
+				fmt.Fprintf(os.Stderr, "fleet: %s, %d runs of %d calls: %.1f calls/s, longest stall %s\n", queue, runs, calls, f.PerSecond(), dur(f.Stall))
 				first += runs * calls
 				if queue == q.Guarded {
 					guarded = append(guarded, f)
@@ -109,4 +117,30 @@ func BenchmarkGuardedFleet(b *testing.B) {
 	b.ReportMetric(float64(n), "ledger_failed_tasks")
 	FleetTable(os.Stdout, base, guarded)
 	b.Logf("the ledger: %d runs, %d workflow tasks failed or timed out in their histories: %v", ledgerRuns, n, failed)
+}
+
+// watchLedger prints, every 5 s until stop, what queue's ledger holds and
+// how long its history is: where a slow level spends its time.
+func watchLedger(ctx context.Context, e *Env, queue string, stop <-chan struct{}) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		line := fmt.Sprintf("fleet: %s after %s:", queue, time.Since(start).Round(time.Second))
+		if v, err := ledger.Guards(ctx, e.Authority.Client, queue); err != nil {
+			line += " guards: " + err.Error()
+		} else if len(v.Guards) > 0 && len(v.Guards[0].Scopes) > 0 {
+			sc := v.Guards[0].Scopes[0]
+			line += fmt.Sprintf(" committed %d, reserved %d", sc.Committed, sc.Reserved)
+		}
+		if d, err := e.Authority.Client.DescribeWorkflowExecution(ctx, ledger.ID(queue), ""); err == nil {
+			line += fmt.Sprintf("; ledger run %s: %d events", d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), d.GetWorkflowExecutionInfo().GetHistoryLength())
+		}
+		fmt.Fprintln(os.Stderr, line)
+	}
 }
