@@ -132,6 +132,11 @@ type Reservation struct {
 	// (a call counts reserved or committed alike), so a run need not send
 	// it apart.
 	Commits []string `json:"commits,omitempty"`
+	// Lessee and Return: the worker's lease gives back Return before the
+	// ledger counts the call (lease.go), so a worker's unspent slice never
+	// stands in the way of its own call near a limit.
+	Lessee string `json:"lessee,omitempty"`
+	Return []Hold `json:"return,omitempty"`
 }
 
 // Verdict is the ledger's answer to a reservation.
@@ -217,6 +222,11 @@ type View struct {
 	Guards  []GuardView `json:"guards"`
 	Pauses  []Pause     `json:"pauses"`
 	Entries int         `json:"entries"` // reservations held
+	Leases  int         `json:"leases"`  // workers holding leases (lease.go)
+	// Unseen are the workers holding leases that have not renewed since
+	// the latest pause was made: they have not been told of it yet (they
+	// are, within a second, or their lease lapses).
+	Unseen []string `json:"unseen,omitempty"`
 	Policy  bool        `json:"policy"`  // the ledger has loaded a policy
 }
 
@@ -231,12 +241,15 @@ type GuardView struct {
 	Scopes []ScopeView `json:"scopes,omitempty"`
 }
 
-// ScopeView is one scope's use of a guard: committed and reserved (not yet
-// settled) within the window.
+// ScopeView is one scope's use of a guard within the window: committed
+// (spent, under a lease or not), reserved with the ledger (not yet
+// settled), and leased (held by workers' leases: reserved by their calls,
+// or granted and not yet spent).
 type ScopeView struct {
 	Scope     string `json:"scope"`
 	Committed int64  `json:"committed"`
 	Reserved  int64  `json:"reserved"`
+	Leased    int64  `json:"leased,omitempty"`
 }
 
 // Input is a ledger run's input: empty when it starts; Carry is the state
@@ -250,6 +263,9 @@ type State struct {
 	Entries []Entry `json:"e,omitempty"`
 	Pauses  []Pause `json:"p,omitempty"`
 	Spent   []Spent `json:"s,omitempty"`
+	// Leases are the workers' leases, and Used what they spent (lease.go).
+	Leases []Lease `json:"l,omitempty"`
+	Used   []Used  `json:"u,omitempty"`
 }
 
 // Entry is one reserved call.

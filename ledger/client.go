@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 )
 
@@ -31,6 +32,33 @@ type caller struct {
 	tools  []string // the tools an operator may pause (Config.Tools); nil: any
 	// checked are the ledger runs seen to run on their own task queue.
 	checked sync.Map // run id → true
+	// eng is the worker's compiled policy (nil: none, or it does not
+	// compile): its guards are what the spenders lease.
+	eng *policy.Engine
+	// spenders are the worker's leases, one per task queue (spender.go).
+	spenders sync.Map // task queue → *spender
+}
+
+// spenderOf is the spender of the activity's task queue (nil without a
+// policy: every call goes to the ledger).
+func (c *caller) spenderOf(ctx context.Context, taskQueue string) *spender {
+	if c.eng == nil {
+		return nil
+	}
+	if sp, ok := c.spenders.Load(taskQueue); ok {
+		return sp.(*spender)
+	}
+	cl := c.clientOf(ctx)
+	sp := newSpender(c.eng, func(ctx context.Context, updateID string, q LeaseRequest) (LeaseGrant, error) {
+		var g LeaseGrant
+		h, err := updateWithStart(ctx, cl, taskQueue, UpdateLease, updateID, q, &g)
+		if err == nil {
+			err = c.checkRun(ctx, cl, taskQueue, h.RunID())
+		}
+		return g, err
+	})
+	got, _ := c.spenders.LoadOrStore(taskQueue, sp)
+	return got.(*spender)
 }
 
 // clientOf is the client the activity reaches the ledgers with.
@@ -45,26 +73,51 @@ func (c *caller) clientOf(ctx context.Context) client.Client {
 // its task queue, starting the ledger if need be. The reservation names the
 // run the activity serves, whatever the run passed.
 func (c *caller) reserve(ctx context.Context, r Reservation) (Verdict, error) {
-	r.Workflow = activity.GetInfo(ctx).WorkflowExecution.ID
+	info := activity.GetInfo(ctx)
+	r.Workflow = info.WorkflowExecution.ID
+	sp := c.spenderOf(ctx, info.TaskQueue)
+	if v, ok := sp.reserve(r); ok {
+		return v, nil
+	}
 	var v Verdict
-	err := c.call(ctx, UpdateReserve, "r-", r, &v)
+	err := c.call(ctx, UpdateReserve, "r-", sp.toLedger(r), &v)
+	if err == nil {
+		sp.sentToLedger(r.Key, v)
+	}
 	return v, err
 }
 
-// settle is SettleActivity: it signals the settlement to the ledger of its
-// task queue (SignalSettle), naming the run the activity serves. A signal,
-// not an update: a run settles every call it reserved, and an update each
-// would double the updates the ledger takes (and the server's trouble
-// handing a busy ledger's history to a new worker, temporalio/temporal#7741).
-// The ledger answers nothing: Settled is empty.
+// settle is SettleActivity: it settles a call the worker's lease reserved
+// in the worker (spender.go), and any other with the ledger of its task
+// queue, naming the run the activity serves: by the settle update, which a
+// ledger continuing as new refuses (the activity sends it again, to the
+// next run) where a signal would fail the ledger's closing workflow task;
+// and, when the ledger does not answer within settleWait (a ledger whose
+// worker is gone, or one the server cannot hand out just after it
+// restarted), by signal (SignalSettle), which the server keeps for the
+// ledger until it runs again.
 func (c *caller) settle(ctx context.Context, s Settlement) (Settled, error) {
 	info := activity.GetInfo(ctx)
 	s.Workflow = info.WorkflowExecution.ID
-	if err := c.clientOf(ctx).SignalWorkflow(ctx, ID(info.TaskQueue), "", SignalSettle, s); err != nil {
-		return Settled{}, fmt.Errorf("signalling the settlement to the fleet ledger %s: %w", ID(info.TaskQueue), err)
+	if out, ok := c.spenderOf(ctx, info.TaskQueue).settle(s); ok {
+		return out, nil
 	}
-	return Settled{}, nil
+	var out Settled
+	uctx, cancel := context.WithTimeout(ctx, settleWait)
+	err := c.call(uctx, UpdateSettle, "s-", s, &out)
+	cancel()
+	if err == nil || isClosing(err) || temporal.IsApplicationError(err) || ctx.Err() != nil {
+		return out, err
+	}
+	if serr := c.clientOf(ctx).SignalWorkflow(ctx, ID(info.TaskQueue), "", SignalSettle, s); serr != nil {
+		return Settled{}, fmt.Errorf("the fleet ledger %s took the settlement neither by update (%v) nor by signal: %w", ID(info.TaskQueue), err, serr)
+	}
+	return Settled{Entry: keyID(s.Key)}, nil
 }
+
+// settleWait is how long SettleActivity waits for the ledger's answer to
+// the settle update before it signals the settlement instead.
+const settleWait = 5 * time.Second
 
 // act is ActActivity: it sends an operator's signed act to the ledger of
 // the activity's task queue.
@@ -72,7 +125,11 @@ func (c *caller) act(ctx context.Context, a Act) (View, error) {
 	if err := c.knows(a); err != nil {
 		return View{}, temporal.NewNonRetryableApplicationError(err.Error(), "ToolgateLedgerRefused", nil)
 	}
-	v, err := Toggle(ctx, c.clientOf(ctx), activity.GetInfo(ctx).TaskQueue, a.Pause, a.Token)
+	tq := activity.GetInfo(ctx).TaskQueue
+	v, err := Toggle(ctx, c.clientOf(ctx), tq, a.Pause, a.Token)
+	if err == nil {
+		c.spenderOf(ctx, tq).told(v.Pauses)
+	}
 	var ae *temporal.ApplicationError
 	if isRefusal(err) && errors.As(err, &ae) {
 		return v, temporal.NewNonRetryableApplicationError(ae.Message(), "ToolgateLedgerRefused", nil)

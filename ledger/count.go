@@ -63,6 +63,13 @@ func checkReservation(r Reservation) error {
 		return fmt.Errorf("the reservation's stage is %q, want %s or %s", cut(r.Stage, 40), StageGate, StageDecided)
 	case len(r.Commits) > MaxCommits:
 		return fmt.Errorf("the reservation carries %d commits, at most %d", len(r.Commits), MaxCommits)
+	case len(r.Lessee) > MaxKeyBytes || len(r.Return) > MaxLeaseHolds:
+		return fmt.Errorf("the reservation's lessee is over %d bytes, or it returns over %d guard scopes", MaxKeyBytes, MaxLeaseHolds)
+	}
+	for _, h := range r.Return {
+		if h.Amount < 0 || len(h.Guard) > MaxKeyBytes || len(h.Scope) > MaxKeyBytes {
+			return errors.New("the reservation returns a negative amount, or a name over the bounds")
+		}
 	}
 	for _, k := range r.Commits {
 		if k == "" || len(k) > MaxKeyBytes {
@@ -137,6 +144,10 @@ func (b *book) sum(now time.Time, g policy.Guard, scope, dig string, skip int) i
 			}
 		}
 	}
+	if g.Kind != policy.GuardRepeat { // leased: spent under leases, and held by them
+		spent, held := b.leased(now, g, scope)
+		n += spent + held
+	}
 	return n
 }
 
@@ -200,6 +211,8 @@ func (b *book) reserve(now time.Time, r Reservation) Verdict {
 		return Verdict{Decide: Paused, Pause: &p, Reason: pausedReason(p, r.Tool)}
 	}
 	b.prune(now)
+	b.expire(now)
+	b.giveBack(r.Lessee, r.Return)
 	id, dig := keyID(r.Key), digestID(r.Digest)
 	at := b.find(id)
 	if at >= 0 && !b.st.Entries[at].Released {
@@ -395,9 +408,18 @@ func (b *book) unpause(tool string) bool {
 // view is what the guards query answers. It changes nothing (a query
 // handler calls it).
 func (b *book) view(now time.Time) View {
-	v := View{Guards: []GuardView{}, Pauses: slices.Clone(b.st.Pauses), Entries: len(b.st.Entries), Policy: b.eng != nil}
+	v := View{Guards: []GuardView{}, Pauses: slices.Clone(b.st.Pauses), Entries: len(b.st.Entries), Leases: len(b.st.Leases), Policy: b.eng != nil}
 	if v.Pauses == nil {
 		v.Pauses = []Pause{}
+	}
+	var latest int64
+	for _, p := range b.st.Pauses {
+		latest = max(latest, p.At.UnixMilli())
+	}
+	for _, l := range b.st.Leases {
+		if latest > 0 && l.Renewed < latest && l.Until >= now.UnixMilli() {
+			v.Unseen = append(v.Unseen, l.ID)
+		}
 	}
 	for _, g := range b.guards() {
 		gv := GuardView{ID: g.ID, Kind: string(g.Kind), Limit: g.Limit, Window: g.Window, Per: g.PerOrAll(), Exceed: string(g.ExceedOrDeny())}
@@ -410,19 +432,40 @@ func (b *book) view(now time.Time) View {
 				if h.Guard != g.ID {
 					continue
 				}
-				i := slices.IndexFunc(gv.Scopes, func(s ScopeView) bool { return s.Scope == h.Scope })
-				if i < 0 {
-					gv.Scopes = append(gv.Scopes, ScopeView{Scope: h.Scope})
-					i = len(gv.Scopes) - 1
-				}
 				if e.Committed {
-					gv.Scopes[i].Committed += h.Amount
+					gv.scope(h.Scope).Committed += h.Amount
 				} else {
-					gv.Scopes[i].Reserved += h.Amount
+					gv.scope(h.Scope).Reserved += h.Amount
+				}
+			}
+		}
+		for _, u := range b.st.Used {
+			if u.Guard == g.ID && u.At > cutoff {
+				gv.scope(u.Scope).Committed += u.Amount
+			}
+		}
+		for _, l := range b.st.Leases {
+			for _, h := range l.Holds {
+				switch {
+				case h.Guard != g.ID:
+				case l.Until < now.UnixMilli(): // lapsed: spent, as the next update will count it
+					gv.scope(h.Scope).Committed += h.Amount
+				default:
+					gv.scope(h.Scope).Leased += h.Amount
 				}
 			}
 		}
 		v.Guards = append(v.Guards, gv)
 	}
 	return v
+}
+
+// scope is gv's view of scope sc, added when it has none.
+func (gv *GuardView) scope(sc string) *ScopeView {
+	i := slices.IndexFunc(gv.Scopes, func(s ScopeView) bool { return s.Scope == sc })
+	if i < 0 {
+		gv.Scopes = append(gv.Scopes, ScopeView{Scope: sc})
+		i = len(gv.Scopes) - 1
+	}
+	return &gv.Scopes[i]
 }

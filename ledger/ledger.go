@@ -49,6 +49,9 @@ func RegisterLedger(r Registry, cfg Config) {
 // operator's act to it (ActWorkflow, ActActivity).
 func RegisterCalls(r Registry, cfg Config) {
 	calls := &caller{client: cfg.Client, tools: cfg.Tools}
+	if cfg.Policy != nil {
+		calls.eng, _ = policy.Compile(cfg.Policy) // one that does not compile leases nothing; the ledger says why
+	}
 	r.RegisterWorkflowWithOptions(actWorkflow, workflow.RegisterOptions{Name: ActWorkflow})
 	r.RegisterActivityWithOptions(calls.act, activity.RegisterOptions{Name: ActActivity})
 	if cfg.Backend != nil {
@@ -138,7 +141,14 @@ func run(ctx workflow.Context, cfg Config, in Input) error {
 	if limit <= 0 {
 		limit = UpdatesPerRun
 	}
-	due := func() bool { return l.updates >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() }
+	// From pageChange the run continues as new before its history needs a
+	// second page (PageEvents): a worker that must fetch a busy ledger's
+	// whole history then reads one page (temporalio/temporal#7741).
+	paged := workflow.GetVersion(ctx, pageChange, workflow.DefaultVersion, 1) >= 1
+	due := func() bool {
+		info := workflow.GetInfo(ctx)
+		return l.updates >= limit || info.GetContinueAsNewSuggested() || (paged && info.GetCurrentHistoryLength() >= PageEvents)
+	}
 	for drain(); !due(); drain() {
 		if err := workflow.Await(ctx, func() bool { return settles.Len() > 0 || due() }); err != nil {
 			return err
@@ -186,6 +196,17 @@ func bounded(s State) State {
 	}
 	if n := len(s.Spent); n > MaxSpent {
 		s.Spent = s.Spent[n-MaxSpent:]
+	}
+	if len(s.Leases) > MaxLeases {
+		s.Leases = s.Leases[:MaxLeases]
+	}
+	for i := range s.Leases {
+		if len(s.Leases[i].Holds) > MaxLeaseHolds {
+			s.Leases[i].Holds = s.Leases[i].Holds[:MaxLeaseHolds]
+		}
+	}
+	if n := len(s.Used); n > 2*MaxUsed {
+		s.Used = s.Used[n-2*MaxUsed:]
 	}
 	return s
 }
@@ -264,6 +285,24 @@ func (l *ledger) register(ctx workflow.Context) error {
 				return refused(fmt.Errorf("the settlement's key is %d bytes, at most %d", len(s.Key), MaxKeyBytes))
 			}
 			return nil
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateLease,
+		func(ctx workflow.Context, q LeaseRequest) (LeaseGrant, error) {
+			if err := wait(ctx); err != nil {
+				return LeaseGrant{}, err
+			}
+			l.updates++
+			out := l.book.renew(workflow.Now(ctx), q)
+			metrics.Counter("toolgate_ledger_leases").Inc(1)
+			return out, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, q LeaseRequest) error {
+			if l.closing {
+				return closingError()
+			}
+			return refused(checkLease(q))
 		}}); err != nil {
 		return err
 	}

@@ -34,6 +34,9 @@ var flows = []string{
 	// rules version 15: the run tells a call's waiter; the call workflow
 	// (call-told 1) waits for that word instead of watching
 	"nexus_v15", "nexus_call_v15", "nexus_withdrawn_v15",
+	// the fleet ledger with leases (ledger-page 1: it continues as new
+	// within one page of history) and the run whose calls it counted
+	"guarded_v15", "ledger_v15",
 }
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.

@@ -131,10 +131,13 @@ func printGuards(w io.Writer, v ledger.View) {
 			fmt.Fprintln(w, "    nothing counted within the window")
 		}
 		for _, s := range g.Scopes {
-			fmt.Fprintf(w, "    %s: %d committed, %d reserved, %d of %d used\n", oneLine(s.Scope), s.Committed, s.Reserved, s.Committed+s.Reserved, g.Limit)
+			fmt.Fprintf(w, "    %s: %d committed, %d reserved, %d leased, %d of %d used\n", oneLine(s.Scope), s.Committed, s.Reserved, s.Leased, s.Committed+s.Reserved+s.Leased, g.Limit)
 		}
 	}
-	fmt.Fprintf(w, "%d reservations held\n", v.Entries)
+	fmt.Fprintf(w, "%d reservations held, %d workers holding leases\n", v.Entries, v.Leases)
+	if len(v.Unseen) > 0 {
+		fmt.Fprintf(w, "not yet told of the latest pause (within a second, or their leases lapse): %s\n", oneLine(strings.Join(v.Unseen, ", ")))
+	}
 	printPauses(w, v.Pauses)
 }
 

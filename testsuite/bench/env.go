@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,9 +176,60 @@ var searchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.SearchAttrForkedFrom:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
-// quietLogger is the SDK logger of the benchmark: errors only.
+// quietLogger is the SDK logger of the benchmark: errors only, to stderr;
+// and it counts the workflow tasks the workers failed (WorkflowTaskFailures).
 func quietLogger() sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	return sdklog.NewStructuredLogger(slog.New(countingHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})}))
+}
+
+// wftFailures counts the workflow tasks the benchmark's workers failed, as
+// their logs say ("Failed to process workflow task."), by workflow type.
+var wftFailures sync.Map // workflow type → *atomic.Int64
+
+// WorkflowTaskFailures is how many workflow tasks of workflowType the
+// benchmark's workers have failed so far, from their logs: a failure the
+// server does not write to the history (a worker that could not read it,
+// temporalio/temporal#7741) shows only there.
+func WorkflowTaskFailures(workflowType string) int64 {
+	if n, ok := wftFailures.Load(workflowType); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// countingHandler counts the SDK's "Failed to process workflow task." (a
+// warning) and passes on what its handler takes.
+type countingHandler struct{ slog.Handler }
+
+// Enabled: warnings and errors (the failure is a warning; debug and info
+// records would cost the benchmark's workers time).
+func (h countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "Failed to process workflow task") {
+		typ := "?"
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "WorkflowType" {
+				typ = a.Value.String()
+				return false
+			}
+			return true
+		})
+		n, _ := wftFailures.LoadOrStore(typ, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return countingHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h countingHandler) WithGroup(name string) slog.Handler {
+	return countingHandler{h.Handler.WithGroup(name)}
 }
 
 // Start starts the server and the worker. Call Stop when done.

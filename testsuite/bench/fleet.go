@@ -133,8 +133,8 @@ func LedgerTaskFailures(ctx context.Context, e *Env, queue string) (failures map
 
 // Committed reads what the budget of queue's ledger holds (its one guard,
 // scope all), waiting up to 10 s for it to hold want committed and nothing
-// reserved: a run's last commit is a signal, which the ledger may take a
-// moment after the run closed.
+// reserved or leased: the worker reports its last commits, and returns its
+// lease, at its next renewals (a second apart) after the runs closed.
 func Committed(ctx context.Context, e *Env, queue string, want int64) (ledger.ScopeView, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -146,7 +146,7 @@ func Committed(ctx context.Context, e *Env, queue string, want int64) (ledger.Sc
 			return ledger.ScopeView{}, fmt.Errorf("the ledger of %s shows %d guards, want the budget with one scope: %+v", queue, len(v.Guards), v.Guards)
 		}
 		got := v.Guards[0].Scopes[0]
-		if (got.Committed == want && got.Reserved == 0) || time.Now().After(deadline) {
+		if (got.Committed == want && got.Reserved == 0 && got.Leased == 0) || time.Now().After(deadline) {
 			return got, nil
 		}
 		time.Sleep(100 * time.Millisecond)

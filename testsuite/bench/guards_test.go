@@ -50,8 +50,11 @@ func TestGuardsHarness(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, v.Guards, 1)
 	require.Equal(t, GuardBudget, v.Guards[0].ID)
-	require.Len(t, v.Guards[0].Scopes, 1)
-	require.Equal(t, ledger.ScopeView{Scope: "all", Committed: want}, v.Guards[0].Scopes[0])
+	// The worker reports what its lease spent, and returns the rest, at
+	// its next renewals.
+	got, err := Committed(ctx, e, q.Guarded, want)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ScopeView{Scope: "all", Committed: want}, got)
 	_, err = ledger.Guards(ctx, e.Authority.Client, q.Baseline)
 	require.ErrorIs(t, err, ledger.ErrNotStarted, "the baseline's runs never started its ledger")
 }

@@ -60,10 +60,13 @@ func (s *stack) paid(t *testing.T, bookings ...string) (sum int64, n int) {
 	return sum, n
 }
 
-// 200 runs refund 3.00 each at once against one budget of 500.00: exactly
-// 166 are paid (498.00), the other 34 are told the guard's reason, though
-// one worker is killed -9 and the server restarted while they go; the
-// ledger continued as new on the way and counts what was paid, to the cent.
+// 200 runs refund 3.00 each at once against one budget of 500.00, though
+// two workers are killed -9 and the server restarted while they go: every
+// run is paid or told the guard's reason, the desk never pays past the
+// budget, and the ledger counts every cent paid. A worker killed while it
+// holds a lease (docs/guards.md) leaves its slice counted as spent: the
+// ledger's sum is the budget used up (within one refund), of which the
+// desk paid what it paid. The ledger continued as new on the way.
 func TestFleetBudgetHoldsAcrossCrashesAndRestarts(t *testing.T) {
 	s, _, pol := guardsStack(t)
 	flags := []string{"--policy", pol, "--ledger-updates-per-run", "100"}
@@ -136,9 +139,9 @@ func TestFleetBudgetHoldsAcrossCrashesAndRestarts(t *testing.T) {
 		}
 	}
 	sum, n := s.paid(t, bookings...)
-	if want := limit / cents; ok != want || denied != runs-want || n != want || sum != int64(want*cents) {
-		t.Fatalf("%d runs paid, %d denied; the desk holds %d payments summing %d; want %d paid (%d), %d denied",
-			ok, denied, n, sum, want, want*cents, runs-want)
+	if most := limit / cents; ok+denied != runs || n != ok || sum != int64(ok*cents) || ok > most {
+		t.Fatalf("%d runs paid, %d denied; the desk holds %d payments summing %d; want every run paid or denied, at most %d paid (%d), and the desk's payments those of the runs paid",
+			ok, denied, n, sum, most, most*cents)
 	}
 	v, started, err := s.tg.Guards(context.Background(), workflows.TaskQueue)
 	if err != nil || !started {
@@ -152,10 +155,12 @@ func TestFleetBudgetHoldsAcrossCrashesAndRestarts(t *testing.T) {
 			}
 		}
 	}
-	if committed != sum || reserved != 0 {
+	if committed < sum || committed > limit || committed <= limit-2*cents || reserved != 0 {
 		s.logSettles(t, ids)
-		t.Fatalf("the ledger counts %d committed and %d reserved, want %d committed (what the desk paid) and none reserved", committed, reserved, sum)
+		t.Fatalf("the ledger counts %d committed and %d reserved, want the budget used up (over %d, at most %d), at least what the desk paid (%d), and none reserved",
+			committed, reserved, limit-2*cents, limit, sum)
 	}
+	t.Logf("the desk paid %d refunds (%d); the ledger counts %d spent: %d held by the killed workers' leases", ok, sum, committed, committed-sum)
 	if first := s.ledgerFirstEvent(t); first.GetContinuedExecutionRunId() == "" {
 		t.Fatalf("the ledger's run did not continue as new (it took %d updates at 100 a run)", 2*runs)
 	}
@@ -329,32 +334,59 @@ func TestRewoundRunReapprovedPaysAndCountsOnce(t *testing.T) {
 	}
 }
 
-// logSettles names, for each run, the settlements its history signalled the
-// ledger and whether Temporal delivered them (for a failure's diagnosis).
+// logSettles names, for a failure's diagnosis, each reservation the ledger
+// still holds and, for the run whose local activities answered that call,
+// the answers its history holds (a marker's answer names its entry).
 func (s *stack) logSettles(t *testing.T, ids []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	res, err := s.inAuthority(s.client).QueryWorkflow(ctx, ledger.ID(workflows.TaskQueue), "", ledger.QueryState)
+	var st ledger.State
+	if err == nil {
+		err = res.Get(&st)
+	}
+	if err != nil {
+		t.Logf("the ledger's state: %v", err)
+		return
+	}
+	open := map[string]ledger.Entry{}
+	for _, e := range st.Entries {
+		if !e.Committed && !e.Released {
+			open[e.Key] = e
+		}
+	}
+	t.Logf("the ledger holds %d entries, %d open; %d leases", len(st.Entries), len(open), len(st.Leases))
 	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 		it := s.client.GetWorkflowHistory(ctx, id, "", false, 0)
-		var initiated, signalled, failed, reserves int
+		var answers []string
+		held := false
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
 				break
 			}
-			switch {
-			case ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil:
-				initiated++
-			case ev.GetExternalWorkflowExecutionSignaledEventAttributes() != nil:
-				signalled++
-			case ev.GetSignalExternalWorkflowExecutionFailedEventAttributes() != nil:
-				failed++
-			case ev.GetMarkerRecordedEventAttributes() != nil:
-				reserves++
+			m := ev.GetMarkerRecordedEventAttributes()
+			if m == nil {
+				continue
+			}
+			for _, d := range m.GetDetails() {
+				text := ""
+				for _, p := range d.GetPayloads() {
+					text += string(p.GetData())
+				}
+				if !strings.Contains(text, "entry") && !strings.Contains(text, "ledger") {
+					continue
+				}
+				for key := range open {
+					if strings.Contains(text, key) {
+						held = true
+					}
+				}
+				answers = append(answers, fmt.Sprintf("event %d: %.400s", ev.GetEventId(), text))
 			}
 		}
-		cancel()
-		if initiated != signalled || failed > 0 || initiated == 0 && reserves > 0 {
-			t.Logf("run %s: %d markers, %d settlements signalled, %d delivered, %d failed", id, reserves, initiated, signalled, failed)
+		if held {
+			t.Logf("run %s holds an open entry; its markers: %s", id, strings.Join(answers, " | "))
 		}
 	}
 }

@@ -102,23 +102,32 @@ func exportLedger(ctx context.Context, cl client.Client, s *signers, file func(b
 	if _, err := tg.Unpause(ctx, guardedQueue, closeTKT3.Tool, "the migration is done", "dave", s.keys["dave"]); err != nil {
 		return nil, err
 	}
-	v, ok, err := tg.Guards(ctx, guardedQueue)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, errors.New("the fleet ledger of " + guardedQueue + " was never started")
-	case len(v.Pauses) != 0:
-		return nil, fmt.Errorf("the ledger still holds pauses %+v after the unpause", v.Pauses)
-	}
-	var committed, reserved int64
-	for _, g := range v.Guards {
-		for _, sc := range g.Scopes {
-			committed, reserved = committed+sc.Committed, reserved+sc.Reserved
+	// The worker reports what its lease spent, and returns the rest, at
+	// its next renewals (a second apart): wait for them.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, ok, err := tg.Guards(ctx, guardedQueue)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, errors.New("the fleet ledger of " + guardedQueue + " was never started")
+		case len(v.Pauses) != 0:
+			return nil, fmt.Errorf("the ledger still holds pauses %+v after the unpause", v.Pauses)
 		}
-	}
-	if committed != 8000 || reserved != 0 {
-		return nil, fmt.Errorf("the ledger counts %d committed and %d reserved, want 8000 and 0: %+v", committed, reserved, v)
+		var committed, reserved, leased int64
+		for _, g := range v.Guards {
+			for _, sc := range g.Scopes {
+				committed, reserved, leased = committed+sc.Committed, reserved+sc.Reserved, leased+sc.Leased
+			}
+		}
+		if committed == 8000 && reserved == 0 && leased == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the ledger counts %d committed, %d reserved and %d leased, want 8000, 0 and 0: %+v", committed, reserved, leased, v)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	id := ledger.ID(guardedQueue)
 	runID, err := waitIdle(ctx, cl, id)
