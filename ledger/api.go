@@ -227,7 +227,7 @@ type View struct {
 	// the latest pause was made: they have not been told of it yet (they
 	// are, within a second, or their lease lapses).
 	Unseen []string `json:"unseen,omitempty"`
-	Policy  bool        `json:"policy"`  // the ledger has loaded a policy
+	Policy bool     `json:"policy"` // the ledger has loaded a policy
 }
 
 // GuardView is one guard and its use within its window, per scope.

@@ -116,8 +116,8 @@ type LeaseGrant struct {
 	// holds nothing of it either.
 	Renewed bool     `json:"renewed,omitempty"`
 	Grants  []Grant  `json:"grants,omitempty"`
-	Pauses []Pause  `json:"pauses,omitempty"`
-	TTL    Duration `json:"ttl"`
+	Pauses  []Pause  `json:"pauses,omitempty"`
+	TTL     Duration `json:"ttl"`
 }
 
 // Duration is a time.Duration that marshals as milliseconds.
@@ -281,8 +281,11 @@ func holdOf(holds []Hold, guard, scope string) int64 {
 func (b *book) renew(now time.Time, q LeaseRequest) LeaseGrant {
 	b.expire(now)
 	out := LeaseGrant{Pauses: slices.Clone(b.st.Pauses), TTL: Duration(LeaseTTL.Milliseconds())}
+	i := slices.IndexFunc(b.st.Leases, func(l Lease) bool { return l.ID == q.Lessee })
 	for _, u := range q.Used { // spent: counted whatever the lease held, never less
-		if g, ok := b.guardByID(u.Guard); ok {
+		if g, ok := b.guardByID(u.Guard); ok && i >= 0 {
+			// Without the lease it lapsed, and all it held, this
+			// included, counts as spent already.
 			b.spend(now, g, u.Scope, u.Amount)
 		}
 	}
@@ -291,7 +294,6 @@ func (b *book) renew(now time.Time, q LeaseRequest) LeaseGrant {
 			b.st.Entries[j].Released = true
 		}
 	}
-	i := slices.IndexFunc(b.st.Leases, func(l Lease) bool { return l.ID == q.Lessee })
 	var before []Hold
 	switch {
 	case i >= 0:

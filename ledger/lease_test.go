@@ -41,15 +41,15 @@ func TestALeaseCountsUntilItIsSpentOrReturned(t *testing.T) {
 
 	// It may not hold more than its lease held.
 	b.renew(t0.Add(2*time.Second), LeaseRequest{Lessee: "w1", Held: []Hold{{Guard: "spend", Scope: "all", Amount: 5000}}})
-	assert.Equal(t, int64(500), b.view(t0.Add(2*time.Second)).Guards[0].Scopes[0].Leased)
+	assert.Equal(t, int64(500), b.view(t0.Add(2 * time.Second)).Guards[0].Scopes[0].Leased)
 
 	// Holding nothing, the lease ends; what was spent stays until its window ends.
 	b.renew(t0.Add(3*time.Second), LeaseRequest{Lessee: "w1", Used: []Hold{{Guard: "spend", Scope: "all", Amount: 500}}})
 	assert.Empty(t, b.st.Leases)
-	assert.Equal(t, ScopeView{Scope: "all", Committed: 1500, Reserved: 7500}, b.view(t0.Add(3*time.Second)).Guards[0].Scopes[0])
-	assert.Equal(t, ScopeView{Scope: "all", Committed: 1500}, b.view(t0.Add(time.Hour+2*time.Second)).Guards[0].Scopes[0],
+	assert.Equal(t, ScopeView{Scope: "all", Committed: 1500, Reserved: 7500}, b.view(t0.Add(3 * time.Second)).Guards[0].Scopes[0])
+	assert.Equal(t, ScopeView{Scope: "all", Committed: 1500}, b.view(t0.Add(time.Hour + 2*time.Second)).Guards[0].Scopes[0],
 		"spent at t0+1s and t0+3s, kept as one slice from t0+3s: it counts a little longer, never shorter")
-	assert.Empty(t, b.view(t0.Add(time.Hour+3*time.Second)).Guards[0].Scopes, "and leaves the window an hour after")
+	assert.Empty(t, b.view(t0.Add(time.Hour + 3*time.Second)).Guards[0].Scopes, "and leaves the window an hour after")
 }
 
 // A lease not renewed within LeaseTTL counts all it held as spent, and the
@@ -60,10 +60,13 @@ func TestALapsedLeaseCountsAllItHeldAsSpent(t *testing.T) {
 	require.Equal(t, int64(400), g.Grants[0].Amount)
 	b.expire(t0.Add(LeaseTTL + time.Millisecond))
 	assert.Empty(t, b.st.Leases)
-	assert.Equal(t, ScopeView{Scope: "all", Committed: 400}, b.view(t0.Add(LeaseTTL+time.Millisecond)).Guards[0].Scopes[0])
+	assert.Equal(t, ScopeView{Scope: "all", Committed: 400}, b.view(t0.Add(LeaseTTL + time.Millisecond)).Guards[0].Scopes[0])
 	g = b.renew(t0.Add(LeaseTTL+2*time.Millisecond), LeaseRequest{Lessee: "w1", Held: []Hold{{Guard: "spend", Scope: "all", Amount: 400}}})
 	assert.False(t, g.Renewed, "the worker holds nothing of the lapsed lease")
-	assert.Equal(t, ScopeView{Scope: "all", Committed: 400}, b.view(t0.Add(LeaseTTL+2*time.Millisecond)).Guards[0].Scopes[0])
+	assert.Equal(t, ScopeView{Scope: "all", Committed: 400}, b.view(t0.Add(LeaseTTL + 2*time.Millisecond)).Guards[0].Scopes[0])
+	b.renew(t0.Add(LeaseTTL+3*time.Millisecond), LeaseRequest{Lessee: "w1", Used: []Hold{{Guard: "spend", Scope: "all", Amount: 300}}})
+	assert.Equal(t, ScopeView{Scope: "all", Committed: 400}, b.view(t0.Add(LeaseTTL + 3*time.Millisecond)).Guards[0].Scopes[0],
+		"what the worker then says it spent of the lapsed lease is counted already")
 }
 
 // A worker whose guard differs from the ledger's, a repeat limit, and a

@@ -27,11 +27,11 @@ import (
 
 // Spender timings.
 const (
-	renewEvery = 500 * time.Millisecond
+	renewEvery = time.Second
 	// pauseFresh: a spender spends only within this of its last renewal's
 	// start (the pauses it knows are at most that old); past it, calls go
 	// to the ledger, which fails closed.
-	pauseFresh = time.Second
+	pauseFresh = 2 * time.Second
 	// handAfter: a call reserved under a lease longer than this is handed
 	// to the ledger (LeaseRequest.Hand).
 	handAfter = 10 * time.Second
@@ -151,6 +151,18 @@ func (s *spender) reserve(r Reservation) (Verdict, bool) {
 		}
 		return answered(r, Verdict{Decide: Reserved, Again: true, Committed: k.committed, Uses: s.uses(k.holds)}), true
 	}
+	if ch := s.sending; !now.Before(s.fresh) && ch != nil {
+		// A renewal is on its way: wait for it (a little) rather than
+		// send the call to the ledger, which a renewal that is late
+		// because the ledger is busy would make busier still.
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(pauseFresh):
+		}
+		s.mu.Lock()
+		now = s.now()
+	}
 	if !now.Before(s.fresh) || pausedIn(s.pauses, r) {
 		s.wantFor(r) // leases for the next calls
 		return Verdict{}, false
@@ -190,8 +202,9 @@ func (s *spender) reserve(r Reservation) (Verdict, bool) {
 }
 
 // toLedger is r as the ledger gets it from this worker: it returns what the
-// worker holds unspent of every guard scope r counts toward, so the
-// worker's own slice does not stand in the way of its call.
+// worker holds unspent of every guard scope r counts toward that holds too
+// little for r, so the worker's own slice does not stand in the way of its
+// call near a limit.
 func (s *spender) toLedger(r Reservation) Reservation {
 	if s == nil || checkReservation(r) != nil {
 		return r
@@ -206,11 +219,14 @@ func (s *spender) toLedger(r Reservation) Reservation {
 		}
 		s.mu.Lock()
 	}
-	for _, g := range s.eng.Guards() {
+	for i, g := range s.eng.Guards() {
 		if !g.Covers(r.Tool, r.Destructive) || !leasable(g) {
 			continue
 		}
-		if sl := s.find(g.ID, scope(g, r)); sl != nil && sl.avail > 0 {
+		amount, err := s.eng.GuardAmount(i, r.Tool, r.Args, r.RequestedBy)
+		if sl := s.find(g.ID, scope(g, r)); err == nil && sl != nil && sl.avail > 0 && sl.avail < amount {
+			// Too little for this call: near the limit. Returned, so the
+			// ledger counts the call against what is left, exactly.
 			r.Return = append(r.Return, Hold{Guard: sl.guard, Scope: sl.scope, Amount: sl.avail})
 			sl.avail = 0
 		}
@@ -401,7 +417,13 @@ func (s *spender) loop() {
 		s.sending = nil
 		close(done)
 		s.mu.Unlock()
-		t.Reset(min(renewEvery*time.Duration(1<<min(s.failuresNow(), 4)), 15*time.Second))
+		// Renew every renewEvery; after a failure (a ledger continuing as
+		// new refuses it) try again sooner, backing off to renewEvery.
+		next := renewEvery
+		if f := s.failuresNow(); f > 0 {
+			next = min(50*time.Millisecond<<min(f-1, 4), renewEvery)
+		}
+		t.Reset(next)
 	}
 }
 
