@@ -354,3 +354,30 @@ func TestACallCountedByALeaseIsNotCountedByTheLedgerToo(t *testing.T) {
 	assert.Equal(t, int64(300), sv.Committed)
 	assert.Zero(t, sv.Reserved, "x counts once, as spent")
 }
+
+// A spender whose ledger no longer answers and whose worker no longer
+// reserves stops renewing (its lease lapses at the ledger): no goroutine
+// renews forever for a stopped worker.
+func TestASpenderNobodyUsesStopsWhenTheLedgerIsGone(t *testing.T) {
+	b := newBook(t, budget)
+	var mu sync.Mutex
+	var calls int
+	s := newSpender(b.eng, func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return b.renew(time.Now(), q), nil
+		}
+		return LeaseGrant{}, fmt.Errorf("the client is closed")
+	})
+	clock := time.Now()
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	s.reserve(refund("a", 10))
+	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.slots) > 0 && s.slots[0].avail > 0 }, 5*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	clock = clock.Add(quietAfter)
+	mu.Unlock()
+	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return !s.running }, 10*time.Second, 50*time.Millisecond,
+		"it stops after %d failed renewals", giveUpAfter)
+}

@@ -45,6 +45,9 @@ const (
 	maxLocalKeys = 1 << 16
 	// renewTimeout bounds one renewal's round trip.
 	renewTimeout = 5 * time.Second
+	// giveUpAfter: renewals failed in a row, with nobody reserving for
+	// quietAfter, before a spender stops renewing (its lease lapses).
+	giveUpAfter = 10
 )
 
 // spender is one worker process's lease of one task queue's ledger.
@@ -409,6 +412,16 @@ func (s *spender) loop() {
 		s.mu.Lock()
 		if err != nil {
 			s.failures++
+			if s.failures >= giveUpAfter && s.now().Sub(s.lastUse) >= quietAfter {
+				// Nobody reserves and the ledger does not answer (the
+				// worker stopped, its client closed): the lease lapses
+				// there, and all it held counts as spent. Stop renewing.
+				s.slots, s.pending, s.settled, s.running = nil, nil, nil, false
+				s.sending = nil
+				close(done)
+				s.mu.Unlock()
+				return
+			}
 		} else {
 			s.failures = 0
 			s.apply(p, g, start)
