@@ -177,15 +177,20 @@ func (b *book) uses(now time.Time, i int) []Use {
 
 // pausedBy is the pause that stops r, if any: r's tool's own, else the
 // pause of every destructive tool.
-func (b *book) pausedBy(r Reservation) (Pause, bool) {
-	if i := slices.IndexFunc(b.st.Pauses, func(p Pause) bool { return p.Tool == r.Tool }); i >= 0 {
-		return b.st.Pauses[i], true
+func (b *book) pausedBy(r Reservation) (Pause, bool) { return pauseOf(b.st.Pauses, r) }
+
+// pauseOf is the pause in pauses that stops r, if any: r's tool's own,
+// else the pause of every destructive tool (the ledger's, and a worker's
+// lease's copy of them).
+func pauseOf(pauses []Pause, r Reservation) (Pause, bool) {
+	if i := slices.IndexFunc(pauses, func(p Pause) bool { return p.Tool == r.Tool }); i >= 0 {
+		return pauses[i], true
 	}
 	if !r.Destructive {
 		return Pause{}, false
 	}
-	if i := slices.IndexFunc(b.st.Pauses, func(p Pause) bool { return p.Tool == AllTools }); i >= 0 {
-		return b.st.Pauses[i], true
+	if i := slices.IndexFunc(pauses, func(p Pause) bool { return p.Tool == AllTools }); i >= 0 {
+		return pauses[i], true
 	}
 	return Pause{}, false
 }

@@ -166,7 +166,7 @@ func (s *spender) reserve(r Reservation) (Verdict, bool) {
 		s.mu.Lock()
 		now = s.now()
 	}
-	if !now.Before(s.fresh) || pausedIn(s.pauses, r) {
+	if _, paused := pauseOf(s.pauses, r); paused || !now.Before(s.fresh) {
 		s.wantFor(r) // leases for the next calls
 		return Verdict{}, false
 	}
@@ -361,11 +361,6 @@ func (s *spender) wantFor(r Reservation) {
 	}
 }
 
-// pausedIn reports whether a pause in pauses stops r.
-func pausedIn(pauses []Pause, r Reservation) bool {
-	return slices.ContainsFunc(pauses, func(p Pause) bool { return p.Tool == r.Tool || (p.Tool == AllTools && r.Destructive) })
-}
-
 // wake starts the renewal loop, or hurries it when a slot is short. Called
 // with s.mu held.
 func (s *spender) wake() {
@@ -532,7 +527,11 @@ func (s *spender) apply(p *sent, g LeaseGrant, start time.Time) {
 	if !start.Before(s.toldAt) { // else an act told newer pauses
 		s.pauses = g.Pauses
 	}
-	s.fresh = start.Add(pauseFresh)
+	fresh := pauseFresh
+	if ttl := g.TTL.Std(); ttl > 0 {
+		fresh = min(fresh, ttl) // never spend past the ledger's own term
+	}
+	s.fresh = start.Add(fresh)
 }
 
 // told takes the pauses the ledger answered an act this worker carried
