@@ -1,9 +1,10 @@
-// Package ledger is toolgate's fleet ledger: a long-lived workflow, one per
-// task queue, that holds what every run of that queue has reserved and
-// spent under the policy's guards (budgets, rate limits, repeat limits),
-// and the pauses operators have put on tools (the kill switch). It lives
-// outside every run, so no run, rewind, fork or restart rolls it back; it
-// continues as new, carrying its state, before its history grows long.
+// Package ledger is toolgate's fleet ledger: long-lived workflows that hold
+// what every run of a task queue has reserved and spent under the policy's
+// guards (budgets, rate limits, repeat limits), one per guard, and the
+// pauses operators have put on tools (the kill switch), in the task queue's
+// own (shard.go). They live outside every run, so no run, rewind, fork or
+// restart rolls them back; each continues as new, carrying its state,
+// before its history grows long.
 //
 // A run reserves a call with the reserve update (ReserveActivity, a local
 // activity), keyed by the call's idempotency key, and settles it: commit
@@ -137,6 +138,11 @@ type Reservation struct {
 	// stands in the way of its own call near a limit.
 	Lessee string `json:"lessee,omitempty"`
 	Return []Hold `json:"return,omitempty"`
+	// PausesOnly asks the home ledger whether a pause stops the call, and
+	// nothing else: a worker whose lease of the home ledger is not fresh
+	// asks it so (shard.go); the call's guards count it in their own
+	// ledgers.
+	PausesOnly bool `json:"pauses_only,omitempty"`
 }
 
 // Verdict is the ledger's answer to a reservation.
@@ -183,6 +189,11 @@ type Settlement struct {
 	// settlement that names a run is taken only for a reservation of that
 	// run (Settled.Refused).
 	Workflow string `json:"workflow,omitempty"`
+	// Tool and Destructive name the call settled, so that the settlement
+	// reaches the ledgers of the guards that counted it (shard.go). A
+	// settlement naming no tool is sent to every guard's ledger.
+	Tool        string `json:"tool,omitempty"`
+	Destructive bool   `json:"destructive,omitempty"`
 }
 
 // Settled is what a settlement found.
@@ -228,6 +239,9 @@ type View struct {
 	// are, within a second, or their lease lapses).
 	Unseen []string `json:"unseen,omitempty"`
 	Policy bool     `json:"policy"` // the ledger has loaded a policy
+	// Sharded: the home ledger lists its guards with no use; each guard's
+	// ledger (ShardID) holds its use, which Guards gathers.
+	Sharded bool `json:"sharded,omitempty"`
 }
 
 // GuardView is one guard and its use within its window, per scope.

@@ -35,29 +35,32 @@ type caller struct {
 	// eng is the worker's compiled policy (nil: none, or it does not
 	// compile): its guards are what the spenders lease.
 	eng *policy.Engine
-	// spenders are the worker's leases, one per task queue (spender.go).
-	spenders sync.Map // task queue → *spender
+	// spenders are the worker's leases, one per ledger: the home ledger's
+	// (its pauses) and each guard's (spender.go, shard.go).
+	spenders sync.Map // ShardID → *spender
 }
 
-// spenderOf is the spender of the activity's task queue (nil without a
-// policy: every call goes to the ledger).
-func (c *caller) spenderOf(ctx context.Context, taskQueue string) *spender {
+// spenderOf is the spender of the ledger of guard ("": the home ledger, which
+// leases no guard and tells the pauses) on taskQueue; nil without a policy:
+// every call goes to the ledger.
+func (c *caller) spenderOf(ctx context.Context, taskQueue, guard string) *spender {
 	if c.eng == nil {
 		return nil
 	}
-	if sp, ok := c.spenders.Load(taskQueue); ok {
+	wid := ShardID(taskQueue, guard)
+	if sp, ok := c.spenders.Load(wid); ok {
 		return sp.(*spender)
 	}
 	cl := c.clientOf(ctx)
-	sp := newSpender(c.eng, func(ctx context.Context, updateID string, q LeaseRequest) (LeaseGrant, error) {
+	sp := newSpender(c.eng, guard, func(ctx context.Context, updateID string, q LeaseRequest) (LeaseGrant, error) {
 		var g LeaseGrant
-		h, err := updateWithStart(ctx, cl, taskQueue, UpdateLease, updateID, q, &g)
+		h, err := updateWithStart(ctx, cl, taskQueue, wid, UpdateLease, updateID, q, &g)
 		if err == nil {
-			err = c.checkRun(ctx, cl, taskQueue, h.RunID())
+			err = c.checkRun(ctx, cl, taskQueue, wid, h.RunID())
 		}
 		return g, err
 	})
-	got, _ := c.spenders.LoadOrStore(taskQueue, sp)
+	got, _ := c.spenders.LoadOrStore(wid, sp)
 	return got.(*spender)
 }
 
@@ -67,52 +70,6 @@ func (c *caller) clientOf(ctx context.Context) client.Client {
 		return c.client
 	}
 	return activity.GetClient(ctx)
-}
-
-// reserve is ReserveActivity: it sends the reserve update to the ledger of
-// its task queue, starting the ledger if need be. The reservation names the
-// run the activity serves, whatever the run passed.
-func (c *caller) reserve(ctx context.Context, r Reservation) (Verdict, error) {
-	info := activity.GetInfo(ctx)
-	r.Workflow = info.WorkflowExecution.ID
-	sp := c.spenderOf(ctx, info.TaskQueue)
-	if v, ok := sp.reserve(r); ok {
-		return v, nil
-	}
-	var v Verdict
-	err := c.call(ctx, UpdateReserve, "r-", sp.toLedger(r), &v)
-	if err == nil {
-		sp.sentToLedger(r.Key, v)
-	}
-	return v, err
-}
-
-// settle is SettleActivity: it settles a call the worker's lease reserved
-// in the worker (spender.go), and any other with the ledger of its task
-// queue, naming the run the activity serves: by the settle update, which a
-// ledger continuing as new refuses (the activity sends it again, to the
-// next run) where a signal would fail the ledger's closing workflow task;
-// and, when the ledger does not answer within settleWait (a ledger whose
-// worker is gone, or one the server cannot hand out just after it
-// restarted), by signal (SignalSettle), which the server keeps for the
-// ledger until it runs again.
-func (c *caller) settle(ctx context.Context, s Settlement) (Settled, error) {
-	info := activity.GetInfo(ctx)
-	s.Workflow = info.WorkflowExecution.ID
-	if out, ok := c.spenderOf(ctx, info.TaskQueue).settle(s); ok {
-		return out, nil
-	}
-	var out Settled
-	uctx, cancel := context.WithTimeout(ctx, settleWait)
-	err := c.call(uctx, UpdateSettle, "s-", s, &out)
-	cancel()
-	if err == nil || isClosing(err) || temporal.IsApplicationError(err) || ctx.Err() != nil {
-		return out, err
-	}
-	if serr := c.clientOf(ctx).SignalWorkflow(ctx, ID(info.TaskQueue), "", SignalSettle, s); serr != nil {
-		return Settled{}, fmt.Errorf("the fleet ledger %s took the settlement neither by update (%v) nor by signal: %w", ID(info.TaskQueue), err, serr)
-	}
-	return Settled{Entry: keyID(s.Key)}, nil
 }
 
 // settleWait is how long SettleActivity waits for the ledger's answer to
@@ -128,7 +85,7 @@ func (c *caller) act(ctx context.Context, a Act) (View, error) {
 	tq := activity.GetInfo(ctx).TaskQueue
 	v, err := Toggle(ctx, c.clientOf(ctx), tq, a.Pause, a.Token)
 	if err == nil {
-		c.spenderOf(ctx, tq).told(v.Pauses)
+		c.spenderOf(ctx, tq, "").told(v.Pauses)
 	}
 	var ae *temporal.ApplicationError
 	if isRefusal(err) && errors.As(err, &ae) {
@@ -155,22 +112,30 @@ func (c *caller) knows(a Act) error {
 		cut(cl.Tool, 120), strings.Join(names, ", "), AllTools)
 }
 
-// activityUpdateID names the update an activity sends: the same for every
-// attempt of one activity, another for any other activity.
-func activityUpdateID(info activity.Info, name, prefix string) string {
-	sum := sha256.Sum256([]byte(info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + name))
+// activityUpdateID names the update an activity sends to the ledger wid:
+// the same for every attempt of one activity, another for any other
+// activity or ledger. (The home ledger's id is hashed as "", as before
+// shards.)
+func activityUpdateID(info activity.Info, wid, name, prefix string) string {
+	to := ""
+	if wid != ID(info.TaskQueue) {
+		to = "/" + wid
+	}
+	sum := sha256.Sum256([]byte(info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + name + to))
 	return prefix + hex.EncodeToString(sum[:])
 }
 
-// call sends update name with arg to the ledger of the activity's task
-// queue (UpdateWithStart) and decodes its result into out. A ledger run on
-// another task queue (started there by someone else) is refused.
-func (c *caller) call(ctx context.Context, name, prefix string, arg, out any) error {
+// call sends update name with arg to the ledger of guard ("": the home
+// ledger) on the activity's task queue (taskQueue), with UpdateWithStart,
+// and decodes its result into out. A ledger run on another task queue
+// (started there by someone else) is refused.
+func (c *caller) call(ctx context.Context, taskQueue, guard, name, prefix string, arg, out any) error {
 	info := activity.GetInfo(ctx)
 	cl := c.clientOf(ctx)
-	h, err := updateWithStart(ctx, cl, info.TaskQueue, name, activityUpdateID(info, name, prefix), arg, out)
+	wid := ShardID(taskQueue, guard)
+	h, err := updateWithStart(ctx, cl, taskQueue, wid, name, activityUpdateID(info, wid, name, prefix), arg, out)
 	if err == nil {
-		err = c.checkRun(ctx, cl, info.TaskQueue, h.RunID())
+		err = c.checkRun(ctx, cl, taskQueue, wid, h.RunID())
 	}
 	switch {
 	case err == nil:
@@ -184,17 +149,18 @@ func (c *caller) call(ctx context.Context, name, prefix string, arg, out any) er
 	return fmt.Errorf("the fleet ledger's %s update: %w", name, err)
 }
 
-// checkRun makes sure the ledger run that answered runs the ledger's
-// workflow on taskQueue, once per run: a ledger someone started on a task
-// queue of their own is answered by their worker, which may allow anything.
-func (c *caller) checkRun(ctx context.Context, cl client.Client, taskQueue, runID string) error {
+// checkRun makes sure the ledger run (of workflow id wid) that answered
+// runs the ledger's workflow on taskQueue, once per run: a ledger someone
+// started on a task queue of their own is answered by their worker, which
+// may allow anything.
+func (c *caller) checkRun(ctx context.Context, cl client.Client, taskQueue, wid, runID string) error {
 	if runID == "" {
 		return nil
 	}
 	if _, ok := c.checked.Load(runID); ok {
 		return nil
 	}
-	d, err := cl.DescribeWorkflowExecution(ctx, ID(taskQueue), runID)
+	d, err := cl.DescribeWorkflowExecution(ctx, wid, runID)
 	if err != nil {
 		return fmt.Errorf("describing the fleet ledger's run %s: %w", runID, err)
 	}
@@ -202,22 +168,22 @@ func (c *caller) checkRun(ctx context.Context, cl client.Client, taskQueue, runI
 	if tq, typ := info.GetTaskQueue(), info.GetType().GetName(); tq != taskQueue || typ != WorkflowName {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"the fleet ledger %s (run %s) runs workflow %q on task queue %q, not %s on %q: someone else started it, "+
-				"and its answer is refused; the call is refused until it is gone", ID(taskQueue), runID, cut(typ, 80), cut(tq, 200), WorkflowName, taskQueue),
+				"and its answer is refused; the call is refused until it is gone", wid, runID, cut(typ, 80), cut(tq, 200), WorkflowName, taskQueue),
 			"ToolgateLedgerRefused", nil)
 	}
 	c.checked.Store(runID, true)
 	return nil
 }
 
-// updateWithStart sends update name to ID(taskQueue), starting the ledger
-// when none ever ran, waits for its result and returns the run that
-// answered. A ledger whose last run closed (terminated, failed, timed out)
+// updateWithStart sends update name to the ledger wid on taskQueue,
+// starting it when none ever ran, waits for its result and returns the run
+// that answered. A ledger whose last run closed (terminated, failed, timed out)
 // is started anew too: that run rebuilds the closed one's state before it
 // answers (RecoverActivity). It returns the update's handle, which names
 // the run that answered.
-func updateWithStart(ctx context.Context, c client.Client, taskQueue, name, updateID string, arg, out any) (client.WorkflowUpdateHandle, error) {
+func updateWithStart(ctx context.Context, c client.Client, taskQueue, wid, name, updateID string, arg, out any) (client.WorkflowUpdateHandle, error) {
 	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       ID(taskQueue),
+		ID:                       wid,
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -274,7 +240,7 @@ func Toggle(ctx context.Context, c client.Client, taskQueue string, pause bool, 
 	}
 	var v View
 	for attempt := 1; ; attempt++ {
-		_, err := updateWithStart(ctx, c, taskQueue, name, prefix+tokenID(token), Switch{Token: token}, &v)
+		_, err := updateWithStart(ctx, c, taskQueue, ID(taskQueue), name, prefix+tokenID(token), Switch{Token: token}, &v)
 		if err == nil || !isClosing(err) || attempt == 5 {
 			return v, err
 		}
@@ -286,11 +252,37 @@ func Toggle(ctx context.Context, c client.Client, taskQueue string, pause bool, 
 	}
 }
 
-// Guards asks the ledger of taskQueue what it holds: each guard's use and
-// the pauses. ErrNotStarted: the ledger was never started.
+// Guards asks the ledgers of taskQueue what they hold: the home ledger its
+// pauses and guards, and each guard's ledger its use (a guard whose ledger
+// never started has none). ErrNotStarted: the home ledger was never
+// started.
 func Guards(ctx context.Context, c client.Client, taskQueue string) (View, error) {
+	v, err := queryView(ctx, c, ID(taskQueue))
+	if err != nil || !v.Sharded {
+		return v, err
+	}
+	for i := range v.Guards {
+		sv, err := queryView(ctx, c, ShardID(taskQueue, v.Guards[i].ID))
+		switch {
+		case errors.Is(err, ErrNotStarted):
+			continue
+		case err != nil:
+			return v, fmt.Errorf("asking guard %s's ledger: %w", v.Guards[i].ID, err)
+		}
+		v.Entries += sv.Entries
+		for _, gv := range sv.Guards {
+			if gv.ID == v.Guards[i].ID {
+				v.Guards[i].Scopes = gv.Scopes
+			}
+		}
+	}
+	return v, nil
+}
+
+// queryView asks the ledger wid for its View; ErrNotStarted: it never ran.
+func queryView(ctx context.Context, c client.Client, wid string) (View, error) {
 	var v View
-	res, err := c.QueryWorkflow(ctx, ID(taskQueue), "", QueryGuards)
+	res, err := c.QueryWorkflow(ctx, wid, "", QueryGuards)
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):

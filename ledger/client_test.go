@@ -24,13 +24,15 @@ func TestActivityUpdateID(t *testing.T) {
 	info := func(run, act string, attempt int32) activity.Info {
 		return activity.Info{WorkflowExecution: workflow.Execution{ID: "w", RunID: run}, ActivityID: act, Attempt: attempt}
 	}
-	a := activityUpdateID(info("r1", "5", 1), UpdateReserve, "r-")
-	assert.Equal(t, a, activityUpdateID(info("r1", "5", 7), UpdateReserve, "r-"))
+	home := ID("")
+	a := activityUpdateID(info("r1", "5", 1), home, UpdateReserve, "r-")
+	assert.Equal(t, a, activityUpdateID(info("r1", "5", 7), home, UpdateReserve, "r-"))
 	assert.Regexp(t, `^r-[0-9a-f]{64}$`, a)
 	for _, other := range []string{
-		activityUpdateID(info("r1", "6", 1), UpdateReserve, "r-"),
-		activityUpdateID(info("r2", "5", 1), UpdateReserve, "r-"),
-		activityUpdateID(info("r1", "5", 1), UpdateSettle, "r-"),
+		activityUpdateID(info("r1", "6", 1), home, UpdateReserve, "r-"),
+		activityUpdateID(info("r2", "5", 1), home, UpdateReserve, "r-"),
+		activityUpdateID(info("r1", "5", 1), home, UpdateSettle, "r-"),
+		activityUpdateID(info("r1", "5", 1), ShardID("", "spend"), UpdateReserve, "r-"),
 	} {
 		assert.NotEqual(t, a, other)
 	}

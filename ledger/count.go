@@ -25,6 +25,10 @@ const MaxToolBytes = 128
 type book struct {
 	st  *State
 	eng *policy.Engine
+	// role is what the ledger counts (shard.go): every guard, the pauses
+	// only (the home ledger), or the guard only (a guard's ledger).
+	role role
+	only string
 }
 
 // keyID is an entry's key: the hex of the first 16 bytes of the SHA-256 of
@@ -79,18 +83,55 @@ func checkReservation(r Reservation) error {
 	return nil
 }
 
-// guards are the policy's guards (none without a policy).
+// guards are the policy's guards this ledger counts (none without a
+// policy).
 func (b *book) guards() []policy.Guard {
-	if b.eng == nil {
+	if b.eng == nil || b.role == countsPause {
 		return nil
+	}
+	if b.role == countsGuard {
+		return slices.DeleteFunc(slices.Clone(b.eng.Guards()), func(g policy.Guard) bool { return g.ID != b.only })
 	}
 	return b.eng.Guards()
 }
 
-// longest is the longest window of the policy's guards (0: no guard).
+// kept are the guards whose entries and spent slices this ledger keeps
+// until their windows end: its own, and on the home ledger every guard.
+func (b *book) kept() []policy.Guard {
+	if b.role == countsPause && b.eng != nil {
+		return b.eng.Guards()
+	}
+	return b.guards()
+}
+
+// keptByID is the guard of id among kept, false if none.
+func (b *book) keptByID(id string) (policy.Guard, bool) {
+	for _, g := range b.kept() {
+		if g.ID == id {
+			return g, true
+		}
+	}
+	return policy.Guard{}, false
+}
+
+// mine reports whether this ledger counts g.
+func (b *book) mine(g policy.Guard) bool {
+	switch b.role {
+	case countsPause:
+		return false
+	case countsGuard:
+		return g.ID == b.only
+	}
+	return true
+}
+
+// longest is the longest window of the guards this ledger keeps entries
+// for (0: no guard): the home ledger keeps what it counted before shards
+// for as long as any guard's window, so that a guard's ledger started
+// later takes it (stateOf).
 func (b *book) longest() time.Duration {
 	var w time.Duration
-	for _, g := range b.guards() {
+	for _, g := range b.kept() {
 		w = max(w, g.WindowDuration())
 	}
 	return w
@@ -215,6 +256,16 @@ func (b *book) reserve(now time.Time, r Reservation) Verdict {
 	if p, ok := b.pausedBy(r); ok {
 		return Verdict{Decide: Paused, Pause: &p, Reason: pausedReason(p, r.Tool)}
 	}
+	if r.PausesOnly { // asked whether the call is paused: it is not
+		return Verdict{Decide: Reserved}
+	}
+	switch gs := coveringGuards(b.eng, r.Tool, r.Destructive); {
+	case b.role == countsPause && len(gs) > 0:
+		return Verdict{Decide: Denied, Guard: gs[0], Reason: unshardedReason(gs)}
+	case b.role == countsGuard && len(b.guards()) == 0:
+		return Verdict{Decide: Denied, Guard: b.only, Reason: fmt.Sprintf("this fleet ledger counts guard %s, which the policy of the worker it runs on does not have: "+
+			"the call is refused until the workers' policies agree", b.only)}
+	}
 	b.prune(now)
 	b.expire(now)
 	b.giveBack(r.Lessee, r.Return)
@@ -237,8 +288,12 @@ func (b *book) reserve(now time.Time, r Reservation) Verdict {
 			ask = &v
 		}
 	}
-	for i, g := range b.guards() {
-		if !g.Covers(r.Tool, r.Destructive) {
+	var all []policy.Guard // every guard, by its index in the policy (GuardAmount)
+	if b.eng != nil {
+		all = b.eng.Guards()
+	}
+	for i, g := range all {
+		if !b.mine(g) || !g.Covers(r.Tool, r.Destructive) {
 			continue
 		}
 		sc := scope(g, r)
@@ -426,8 +481,15 @@ func (b *book) view(now time.Time) View {
 			v.Unseen = append(v.Unseen, l.ID)
 		}
 	}
+	if b.role == countsPause && b.eng != nil { // each guard's use is its own ledger's
+		v.Sharded, v.Entries = true, 0
+		for _, g := range b.eng.Guards() {
+			v.Guards = append(v.Guards, guardView(g))
+		}
+		return v
+	}
 	for _, g := range b.guards() {
-		gv := GuardView{ID: g.ID, Kind: string(g.Kind), Limit: g.Limit, Window: g.Window, Per: g.PerOrAll(), Exceed: string(g.ExceedOrDeny())}
+		gv := guardView(g)
 		cutoff := now.UnixMilli() - g.WindowDuration().Milliseconds()
 		for _, e := range b.st.Entries {
 			if e.At <= cutoff || e.Released {
@@ -463,6 +525,11 @@ func (b *book) view(now time.Time) View {
 		v.Guards = append(v.Guards, gv)
 	}
 	return v
+}
+
+// guardView is g as a view shows it, with no use yet.
+func guardView(g policy.Guard) GuardView {
+	return GuardView{ID: g.ID, Kind: string(g.Kind), Limit: g.Limit, Window: g.Window, Per: g.PerOrAll(), Exceed: string(g.ExceedOrDeny())}
 }
 
 // scope is gv's view of scope sc, added when it has none.

@@ -106,6 +106,11 @@ type Want struct {
 	// Print is the worker's guard (GuardPrint): a worker whose guard
 	// differs from the ledger's is granted nothing.
 	Print string `json:"print"`
+	// Min is the least slice of use to the worker (its last call's
+	// amount): a smaller one is not granted. Near a limit the ledger then
+	// grants nothing, and calls go to it one by one, so a grant never
+	// takes what a call on its way to the ledger needs.
+	Min int64 `json:"min,omitempty"`
 }
 
 // LeaseGrant is the ledger's answer to a lease request: the slices granted
@@ -181,7 +186,8 @@ func checkLease(q LeaseRequest) error {
 		}
 	}
 	for _, w := range q.Want {
-		if w.Guard == "" || len(w.Guard) > MaxKeyBytes || len(w.Scope) > MaxKeyBytes || len(w.Print) > 4*MaxKeyBytes || w.Amount < 0 || w.Amount > policy.MaxGuardLimit {
+		if w.Guard == "" || len(w.Guard) > MaxKeyBytes || len(w.Scope) > MaxKeyBytes || len(w.Print) > 4*MaxKeyBytes || w.Amount < 0 || w.Amount > policy.MaxGuardLimit ||
+			w.Min < 0 || w.Min > policy.MaxGuardLimit {
 			return errors.New("the lease request wants an amount with no guard, a name over the bounds, or an amount out of range")
 		}
 	}
@@ -222,14 +228,14 @@ func (b *book) expire(now time.Time) {
 			return false
 		}
 		for _, h := range l.Holds {
-			if g, ok := b.guardByID(h.Guard); ok {
+			if g, ok := b.keptByID(h.Guard); ok {
 				b.spend(time.UnixMilli(l.Until), g, h.Scope, h.Amount)
 			}
 		}
 		return true
 	})
 	b.st.Used = slices.DeleteFunc(b.st.Used, func(u Used) bool {
-		g, ok := b.guardByID(u.Guard)
+		g, ok := b.keptByID(u.Guard)
 		return !ok || u.At <= at-g.WindowDuration().Milliseconds()
 	})
 }
@@ -319,15 +325,17 @@ func (b *book) renew(now time.Time, q LeaseRequest) LeaseGrant {
 		gr := Grant{Guard: w.Guard, Scope: w.Scope}
 		if g, ok := b.guardByID(w.Guard); ok && leasable(g) && GuardPrint(g) == w.Print && w.Amount > 0 && len(b.st.Used) < MaxUsed {
 			sum := b.sum(now, g, w.Scope, "", -1) // this lease's holds included
-			gr.Amount = max(min(w.Amount, (g.Limit-sum)/4), 0)
+			if gr.Amount = max(min(w.Amount, (g.Limit-sum)/4), 0); gr.Amount < w.Min {
+				gr.Amount = 0 // of no use to the worker's calls
+			}
 			gr.Sum, gr.Limit = sum+gr.Amount, g.Limit
 			l.Holds = addHold(l.Holds, w.Guard, w.Scope, gr.Amount)
 		}
 		out.Grants = append(out.Grants, gr)
 	}
-	if len(l.Holds) == 0 {
+	if len(l.Holds) == 0 && b.role != countsPause {
 		b.st.Leases = slices.Delete(b.st.Leases, i, i+1)
-	} else {
+	} else { // the home ledger keeps a lease that holds nothing: its worker is told the pauses (View.Unseen)
 		l.Until, l.Renewed = now.Add(LeaseTTL).UnixMilli(), now.UnixMilli()
 	}
 	return out

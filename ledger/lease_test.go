@@ -95,7 +95,7 @@ type testSpender struct {
 
 func newTestSpender(t *testing.T, b *book, mu *sync.Mutex, clock *time.Time) *testSpender {
 	ts := &testSpender{mu: mu, clock: clock}
-	ts.spender = newSpender(b.eng, func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
+	ts.spender = newSpender(b.eng, "spend", func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		ts.sent = append(ts.sent, q)
@@ -290,12 +290,12 @@ func TestTheViewNamesWorkersNotYetToldOfAPause(t *testing.T) {
 func TestAWorkersOwnSliceGivesWayToItsCall(t *testing.T) {
 	b, mu, clock := newBook(t, budget), &sync.Mutex{}, t0 // 10000 per 1h
 	s := newTestSpender(t, b, mu, &clock)
-	_, ok := s.reserve(refund("a", 7000))
+	_, ok := s.reserve(refund("a", 100))
 	require.False(t, ok)
-	require.Equal(t, Reserved, b.reserve(clock, s.toLedger(refund("a", 7000))).Decide)
+	require.Equal(t, Reserved, b.reserve(clock, s.toLedger(refund("a", 100))).Decide)
 	s.renewNow(t)
-	require.Equal(t, int64(750), s.find("spend", "all").avail, "a quarter of the 3000 left")
-	r := refund("b", 3000)
+	require.Equal(t, int64(800), s.find("spend", "all").avail, "eight calls' worth")
+	r := refund("b", 9900)
 	_, ok = s.reserve(r)
 	require.False(t, ok, "the slice is too small")
 	v := b.reserve(clock, s.toLedger(r))
@@ -305,12 +305,31 @@ func TestAWorkersOwnSliceGivesWayToItsCall(t *testing.T) {
 	assert.Empty(t, b.st.Leases, "the lease gave back all it held")
 }
 
+// Near a limit the ledger grants no slice smaller than the worker's last
+// call: a grant taken while that call is on its way to the ledger would
+// otherwise push it over a limit it fits within.
+func TestNoSliceSmallerThanACallIsGranted(t *testing.T) {
+	b, mu, clock := newBook(t, budget), &sync.Mutex{}, t0 // 10000 per 1h
+	s := newTestSpender(t, b, mu, &clock)
+	r := refund("a", 7000)
+	_, ok := s.reserve(r)
+	require.False(t, ok)
+	require.Equal(t, Reserved, b.reserve(clock, s.toLedger(r)).Decide)
+	_, ok = s.reserve(refund("b", 3000))
+	require.False(t, ok, "no slice yet")
+	s.renewNow(t) // the renewal the short call asked for, before the call reaches the ledger
+	assert.Zero(t, s.find("spend", "all").avail, "750 (a quarter of what is left) is less than a call of 3000")
+	v := b.reserve(clock, s.toLedger(refund("b", 3000)))
+	require.Equal(t, Reserved, v.Decide, v.Reason)
+	assert.Equal(t, int64(10000), v.Uses[0].Sum, "exactly the limit")
+}
+
 // The renewal loop, for real: the first call goes to the ledger and wakes
 // the loop, whose grant answers the next calls in the worker; what they
 // spent reaches the ledger at the next renewal.
 func TestTheRenewalLoopLeasesAndReports(t *testing.T) {
 	b, mu := newBook(t, budget), &sync.Mutex{}
-	s := newSpender(b.eng, func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
+	s := newSpender(b.eng, "spend", func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return b.renew(time.Now(), q), nil
@@ -362,7 +381,7 @@ func TestASpenderNobodyUsesStopsWhenTheLedgerIsGone(t *testing.T) {
 	b := newBook(t, budget)
 	var mu sync.Mutex
 	var calls int
-	s := newSpender(b.eng, func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
+	s := newSpender(b.eng, "spend", func(_ context.Context, _ string, q LeaseRequest) (LeaseGrant, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++

@@ -97,7 +97,19 @@ func run(ctx workflow.Context, cfg Config, in Input) error {
 	if err := l.register(ctx); err != nil {
 		return err
 	}
-	if st, err := recoverState(ctx); err != nil {
+	// From shardChange the task queue's ledger keeps the pauses, and each
+	// guard's ledger counts that guard (shard.go).
+	info := workflow.GetInfo(ctx)
+	guard := shardOf(info.WorkflowExecution.ID, info.TaskQueueName)
+	if workflow.GetVersion(ctx, shardChange, workflow.DefaultVersion, 1) >= 1 {
+		switch {
+		case guard != "":
+			l.book.role, l.book.only = countsGuard, guard
+		case info.WorkflowExecution.ID == ID(info.TaskQueueName):
+			l.book.role = countsPause
+		}
+	}
+	if st, err := recoverState(ctx, l.book.role, guard); err != nil {
 		return err
 	} else if st != nil {
 		l.st = *st

@@ -39,10 +39,20 @@ type fix struct {
 	// recovered is what RecoverActivity finds of a last run (none: a
 	// ledger that never ran).
 	recovered Recovery
+	asked     []RecoverRequest
 }
 
+// newFix is the task queue's (home) ledger, which keeps the pauses.
 func newFix(t *testing.T, guards string, perRun int) *fix {
 	return newFixWith(t, newKeys(t), guards, perRun)
+}
+
+// newShard is the ledger of guard ("spend" in the tests' budget), which
+// counts it.
+func newShard(t *testing.T, guards, guard string, perRun int) *fix {
+	f := newFix(t, guards, perRun)
+	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: ShardID(queue, guard), TaskQueue: queue})
+	return f
 }
 
 // newFixWith is newFix with the approvers' keys k (guards "-": no policy).
@@ -64,7 +74,8 @@ func newFixPolicy(t *testing.T, k keys, p *policy.Policy, perRun int) *fix {
 	Register(f.env, Config{Policy: p, UpdatesPerRun: perRun})
 	f.env.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: MarkerWorkflow})
 	// A ledger that never ran before: nothing to recover.
-	f.env.OnActivity(RecoverActivity, mock.Anything, mock.Anything).Return(func(context.Context, RecoverRequest) (Recovery, error) {
+	f.env.OnActivity(RecoverActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, req RecoverRequest) (Recovery, error) {
+		f.asked = append(f.asked, req)
 		return f.recovered, nil
 	}).Maybe()
 	return f
@@ -148,7 +159,7 @@ func carried(t *testing.T, err error) Input {
 
 // Runs reserve and settle by update; the validator refuses bad input.
 func TestReserveAndSettleByUpdate(t *testing.T) {
-	f := newFix(t, budget, 0)
+	f := newShard(t, budget, "spend", 0)
 	var a, b, b2 *outcome[Verdict]
 	var rel *outcome[Settled]
 	var bad, badSettle *outcome[Verdict]
@@ -184,7 +195,7 @@ func TestReserveAndSettleByUpdate(t *testing.T) {
 // Runs settle by signal: a commit counts the call as spent, a release
 // frees it; a signal that is no settlement is dropped, and the ledger goes on.
 func TestSettleBySignal(t *testing.T) {
-	f := newFix(t, budget, 0)
+	f := newShard(t, budget, "spend", 0)
 	var view View
 	var after *outcome[Verdict]
 	f.at(time.Second, func() {
@@ -210,7 +221,7 @@ func TestSettleBySignal(t *testing.T) {
 // A settlement signalled in the workflow task the ledger continues as new
 // in is carried to the next run, not lost with this one.
 func TestSettleSignalledAsTheLedgerContinues(t *testing.T) {
-	f := newFix(t, budget, 2)
+	f := newShard(t, budget, "spend", 2)
 	f.at(time.Second, func() { f.reserve(refund("a", 4000)) })
 	f.at(2*time.Second, func() {
 		f.env.SignalWorkflow(SignalSettle, Settlement{Key: "a", Commit: true}) // the second: the run continues as new
@@ -227,7 +238,7 @@ func TestSignedPause(t *testing.T) {
 	f := newFix(t, budget, 0)
 	tok := f.token("alice", nil)
 	var taken, again, carol, wid, act, expired, late, long, noReason, noTool, empty *outcome[View]
-	var stopped, runs *outcome[Verdict]
+	var stopped, runs, counted *outcome[Verdict]
 	var unpaused *outcome[View]
 	f.at(time.Second, func() {
 		taken = f.toggle(true, tok)
@@ -249,7 +260,10 @@ func TestSignedPause(t *testing.T) {
 		unpaused = f.toggle(false, f.token("bob", func(c *signed.Claims) { c.Action = signed.ActionUnpause }))
 	})
 	f.at(4*time.Second, func() {
-		runs = f.reserve(refund("a", 1))
+		r := refund("a", 1)
+		r.PausesOnly = true
+		runs = f.reserve(r)
+		counted = f.reserve(refund("b", 1))
 		f.env.CancelWorkflow()
 	})
 	require.True(t, temporal.IsCanceledError(f.run(Input{})))
@@ -281,6 +295,9 @@ func TestSignedPause(t *testing.T) {
 	require.NoError(t, unpaused.err)
 	assert.Empty(t, unpaused.result.Pauses)
 	assert.Equal(t, Reserved, runs.result.Decide)
+	assert.Empty(t, runs.result.Uses, "asked for the pauses only")
+	assert.Equal(t, Denied, counted.result.Decide, "guard spend counts refunds in its own ledger: one sent here is refused")
+	assert.Contains(t, counted.result.Reason, "counts guard spend in a ledger of its own now")
 }
 
 // With no policy (or one that does not compile) nobody may pause, and
@@ -324,7 +341,7 @@ func TestACarryIsTakenOnlyFromContinueAsNew(t *testing.T) {
 			f.env.SetContinuedExecutionRunID("previous-run")
 		}
 		var r *outcome[Verdict]
-		f.at(time.Second, func() { r = f.reserve(refund("a", 1)) })
+		f.at(time.Second, func() { r = f.reserve(pausesOnly(refund("a", 1))) })
 		f.at(2*time.Second, f.env.CancelWorkflow)
 		require.True(t, temporal.IsCanceledError(f.run(Input{Carry: carry})))
 		if continued {
@@ -336,20 +353,21 @@ func TestACarryIsTakenOnlyFromContinueAsNew(t *testing.T) {
 }
 
 // After UpdatesPerRun updates the ledger continues as new, carrying its
-// entries, pauses and spent tokens; the next run refuses a token spent in
-// the previous one.
+// pauses and spent tokens (a guard's ledger its entries:
+// TestSettleSignalledAsTheLedgerContinues); the next run refuses a token
+// spent in the previous one.
 func TestContinueAsNewCarriesTheState(t *testing.T) {
 	f := newFix(t, budget, 3)
 	tok := f.token("alice", func(c *signed.Claims) { c.Tool = "wire" })
-	var late *outcome[Verdict]
+	var late, paused *outcome[Verdict]
 	f.at(time.Second, func() { f.toggle(true, tok) })
-	f.at(2*time.Second, func() { f.reserve(res("w", "wire", `{}`)) }) // paused: no entry
-	f.at(3*time.Second, func() { f.reserve(refund("k", 300)) })
+	f.at(2*time.Second, func() { paused = f.reserve(res("w", "wire", `{}`)) }) // paused: no entry
+	f.at(3*time.Second, func() { f.reserve(pausesOnly(refund("k", 300))) })
 	f.at(4*time.Second, func() { late = f.reserve(refund("late", 1)) })
 	in := carried(t, f.run(Input{}))
 	require.NotNil(t, in.Carry)
-	assert.Equal(t, []Entry{{Key: keyID("k"), At: t0.Add(3 * time.Second).UnixMilli(), Digest: digestID(refund("k", 300).Digest),
-		Holds: []Hold{{Guard: "spend", Scope: "all", Amount: 300}}, Run: keyID(refund("k", 300).Workflow)}}, in.Carry.Entries)
+	assert.Equal(t, Paused, paused.result.Decide)
+	assert.Empty(t, in.Carry.Entries, "the task queue's ledger counts no guard")
 	assert.Equal(t, []Pause{{Tool: "wire", By: "alice", Reason: "fraud spike", At: t0.Add(time.Second)}}, in.Carry.Pauses)
 	assert.Equal(t, []Spent{{ID: tokenID(tok), Exp: t0.Unix() + 600}}, in.Carry.Spent)
 	assert.Nil(t, late, "the run ended before")
@@ -365,7 +383,9 @@ func TestContinueAsNewCarriesTheState(t *testing.T) {
 	g.at(2*time.Second, g.env.CancelWorkflow)
 	require.True(t, temporal.IsCanceledError(g.run(in)))
 	assert.ErrorContains(t, again.err, "pause refused: this token was used already")
-	assert.Equal(t, []ScopeView{{Scope: "all", Reserved: 300}}, view.Guards[0].Scopes)
+	assert.True(t, view.Sharded)
+	assert.Equal(t, "spend", view.Guards[0].ID, "the guard is listed, its use is its own ledger's")
+	assert.Empty(t, view.Guards[0].Scopes)
 	assert.Len(t, view.Pauses, 1)
 }
 
@@ -456,7 +476,7 @@ func TestClosingRefusesUpdates(t *testing.T) {
 // release named for another run frees nothing, a commit from the run that
 // reserved it is taken (and a later release of it changes nothing).
 func TestASettlementIsTakenOnlyFromTheRunThatReserved(t *testing.T) {
-	f := newFix(t, budget, 0)
+	f := newShard(t, budget, "spend", 0)
 	var forged, own, late *outcome[Settled]
 	var view View
 	f.at(time.Second, func() {
@@ -482,23 +502,37 @@ func TestASettlementIsTakenOnlyFromTheRunThatReserved(t *testing.T) {
 }
 
 // A ledger started anew after its last run closed (terminated, say) goes
-// on from that run's state: its reservations and pauses, never an empty
-// book.
+// on from that run's state: the task queue's its pauses, a guard's its
+// reservations, never an empty book.
 func TestALedgerStartedAnewGoesOnFromItsLastRun(t *testing.T) {
-	f := newFix(t, budget, 0)
-	f.recovered = Recovery{From: "r0", Status: "Terminated", State: &State{
+	last := &State{
 		Entries: []Entry{{Key: keyID("old"), At: t0.UnixMilli(), Holds: []Hold{{Guard: "spend", Scope: "all", Amount: 9000}}, Committed: true}},
 		Pauses:  []Pause{{Tool: AllTools, By: "bob", Reason: "incident", At: t0}},
-	}}
-	var r *outcome[Verdict]
-	var view View
-	f.at(time.Second, func() { r = f.reserve(refund("new", 2000)) })
-	f.at(2*time.Second, func() {
-		view = f.view()
-		f.env.CancelWorkflow()
-	})
-	require.True(t, temporal.IsCanceledError(f.run(Input{})))
-	require.Len(t, view.Pauses, 1, "the pause of the terminated run holds")
-	assert.Equal(t, Paused, r.result.Decide)
-	assert.Equal(t, []ScopeView{{Scope: "all", Committed: 9000}}, view.Guards[0].Scopes)
+	}
+	for _, f := range []*fix{newFix(t, budget, 0), newShard(t, budget, "spend", 0)} {
+		f.recovered = Recovery{From: "r0", Status: "Terminated", State: last}
+		var r *outcome[Verdict]
+		var view View
+		f.at(time.Second, func() { r = f.reserve(refund("new", 2000)) })
+		f.at(2*time.Second, func() {
+			view = f.view()
+			f.env.CancelWorkflow()
+		})
+		require.True(t, temporal.IsCanceledError(f.run(Input{})))
+		require.Len(t, f.asked, 1)
+		if f.asked[0].Home == "" { // the task queue's ledger
+			require.Len(t, view.Pauses, 1, "the pause of the terminated run holds")
+			assert.Equal(t, Paused, r.result.Decide)
+			continue
+		}
+		assert.Equal(t, ID(queue), f.asked[0].Home)
+		assert.Equal(t, Denied, r.result.Decide, "9,000 spent before: 2,000 more passes the limit")
+		assert.Equal(t, []ScopeView{{Scope: "all", Committed: 9000}}, view.Guards[0].Scopes)
+	}
+}
+
+// pausesOnly is r asking the task queue's ledger for the pauses only.
+func pausesOnly(r Reservation) Reservation {
+	r.PausesOnly = true
+	return r
 }

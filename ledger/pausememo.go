@@ -44,7 +44,7 @@ type PauseMemo struct {
 // publishPauses writes the pauses to the ledger's memo (from the memo's
 // version on).
 func (l *ledger) publishPauses(ctx workflow.Context) {
-	if !l.memo {
+	if !l.memo || l.book.role == countsGuard { // a guard's ledger keeps no pause
 		return
 	}
 	pauses := slices.Clone(l.st.Pauses)

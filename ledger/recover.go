@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
@@ -32,20 +33,25 @@ type Recovery struct {
 	From   string `json:"from,omitempty"`   // the run id read
 	Status string `json:"status,omitempty"` // how it closed
 	State  *State `json:"state,omitempty"`
+	// Home: State is the home ledger's (RecoverRequest.Home), read by a
+	// guard's ledger that never ran before.
+	Home bool `json:"home,omitempty"`
 }
 
 // RecoverRequest names the ledger run that recovers (its own run, which
-// the listing skips).
+// the listing skips). Home, for a guard's ledger (shard.go), is the task
+// queue's ledger, whose state it starts from when it never ran before.
 type RecoverRequest struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
+	Home       string `json:"home,omitempty"`
 }
 
 // recoverState runs RecoverActivity when this run is a fresh start of the
 // ledger (no continue-as-new brought it), and returns the state to begin
 // with. The local activity retries until it can read the closed run: no
 // reservation is answered meanwhile.
-func recoverState(ctx workflow.Context) (*State, error) {
+func recoverState(ctx workflow.Context, r role, guard string) (*State, error) {
 	info := workflow.GetInfo(ctx)
 	if info.ContinuedExecutionRunID != "" {
 		return nil, nil
@@ -59,11 +65,23 @@ func recoverState(ctx workflow.Context) (*State, error) {
 	})
 	var rec Recovery
 	req := RecoverRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}
+	if r == countsGuard {
+		req.Home = ID(info.TaskQueueName)
+	}
 	if err := workflow.ExecuteLocalActivity(lctx, RecoverActivity, req).Get(ctx, &rec); err != nil {
 		return nil, fmt.Errorf("toolgate ledger: reading the state of its last run: %w", err)
 	}
 	if rec.State == nil {
 		return nil, nil
+	}
+	if rec.Home {
+		st := stateOf(*rec.State, guard)
+		workflow.GetLogger(ctx).Info("toolgate ledger: a guard's ledger starts from what the task queue's ledger counted of it",
+			"guard", guard, "from", rec.From, "entries", len(st.Entries), "leases", len(st.Leases))
+		return &st, nil
+	}
+	if r == countsGuard { // a guard's ledger keeps its guard, nothing else
+		*rec.State = stateOf(*rec.State, guard)
 	}
 	workflow.GetLogger(ctx).Warn("toolgate ledger: its last run closed without continuing as new; this run goes on from its state",
 		"from", rec.From, "status", rec.Status, "entries", len(rec.State.Entries), "pauses", len(rec.State.Pauses))
@@ -81,8 +99,14 @@ func recoverActivity(ctx context.Context, req RecoverRequest) (Recovery, error) 
 		return Recovery{}, errors.New("no Temporal client in this activity's context")
 	}
 	last, err := lastClosed(ctx, c, activity.GetInfo(ctx).Namespace, req)
-	if err != nil || last == nil {
+	if err != nil {
 		return Recovery{}, err
+	}
+	if last == nil {
+		if req.Home == "" {
+			return Recovery{}, nil
+		}
+		return fromHome(ctx, c, req.Home)
 	}
 	status := last.GetStatus()
 	rec := Recovery{From: last.GetExecution().GetRunId(), Status: status.String()}
@@ -100,6 +124,24 @@ func recoverActivity(ctx context.Context, req RecoverRequest) (Recovery, error) 
 	}
 	rec.State = &st
 	return rec, nil
+}
+
+// fromHome reads the state of the home ledger's current run, for a guard's
+// ledger that never ran before; nothing when the home ledger never ran.
+func fromHome(ctx context.Context, c client.Client, home string) (Recovery, error) {
+	res, err := c.QueryWorkflow(ctx, home, "", QueryState)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return Recovery{}, nil
+	case err != nil:
+		return Recovery{}, fmt.Errorf("asking the task queue's ledger %s for what it counted: %w", home, err)
+	}
+	var st State
+	if err := res.Get(&st); err != nil {
+		return Recovery{}, fmt.Errorf("decoding the state of the task queue's ledger %s: %w", home, err)
+	}
+	return Recovery{From: home, Home: true, State: &st}, nil
 }
 
 // lastClosed is the ledger's run that closed last, other than req's own;

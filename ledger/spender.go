@@ -50,9 +50,11 @@ const (
 	giveUpAfter = 10
 )
 
-// spender is one worker process's lease of one task queue's ledger.
+// spender is one worker process's lease of one ledger: a guard's, which it
+// spends from, or the home ledger's (guard ""), which tells it the pauses.
 type spender struct {
 	eng    *policy.Engine
+	guard  string   // the guard leased ("": none, the home ledger's lease)
 	prints []string // GuardPrint of each of eng's guards
 	lessee string
 	// send sends a lease request under an update id, returning the grant.
@@ -108,22 +110,26 @@ type sent struct {
 	hand []string // key ids handed
 }
 
-// newSpender is a spender for eng's guards, sending lease requests with
-// send. nil eng: nil (no guards to lease).
-func newSpender(eng *policy.Engine, send func(context.Context, string, LeaseRequest) (LeaseGrant, error)) *spender {
+// newSpender is a spender of eng's guard of id guard ("": of the home
+// ledger, which leases no guard), sending lease requests with send. nil
+// eng: nil (no guards to lease).
+func newSpender(eng *policy.Engine, guard string, send func(context.Context, string, LeaseRequest) (LeaseGrant, error)) *spender {
 	if eng == nil {
 		return nil
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	host, _ := os.Hostname()
-	s := &spender{eng: eng, lessee: cut(fmt.Sprintf("%d@%s-%s", os.Getpid(), host, hex.EncodeToString(b[:])), 200), send: send, now: time.Now,
+	s := &spender{eng: eng, guard: guard, lessee: cut(fmt.Sprintf("%d@%s-%s", os.Getpid(), host, hex.EncodeToString(b[:])), 200), send: send, now: time.Now,
 		keys: map[string]*local{}, kick: make(chan struct{}, 1)}
 	for _, g := range eng.Guards() {
 		s.prints = append(s.prints, GuardPrint(g))
 	}
 	return s
 }
+
+// mine reports whether the spender leases g.
+func (s *spender) mine(g policy.Guard) bool { return s.guard != "" && g.ID == s.guard }
 
 // slotOf is the slot of g's scope, added when there is none.
 func (s *spender) slotOf(g policy.Guard, print, scope string) *slot {
@@ -139,7 +145,7 @@ func (s *spender) slotOf(g policy.Guard, print, scope string) *slot {
 
 // reserve answers r in the worker, or says (false) that the ledger must.
 func (s *spender) reserve(r Reservation) (Verdict, bool) {
-	if s == nil || len(r.Commits) > 0 || r.Over != "" || checkReservation(r) != nil {
+	if s == nil || s.guard == "" || len(r.Commits) > 0 || r.Over != "" || checkReservation(r) != nil {
 		return Verdict{}, false
 	}
 	now := s.now()
@@ -154,18 +160,7 @@ func (s *spender) reserve(r Reservation) (Verdict, bool) {
 		}
 		return answered(r, Verdict{Decide: Reserved, Again: true, Committed: k.committed, Uses: s.uses(k.holds)}), true
 	}
-	if ch := s.sending; !now.Before(s.fresh) && ch != nil {
-		// A renewal is on its way: wait for it (a little) rather than
-		// send the call to the ledger, which a renewal that is late
-		// because the ledger is busy would make busier still.
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-time.After(pauseFresh):
-		}
-		s.mu.Lock()
-		now = s.now()
-	}
+	now = s.awaitRenewal(now)
 	if _, paused := pauseOf(s.pauses, r); paused || !now.Before(s.fresh) {
 		s.wantFor(r) // leases for the next calls
 		return Verdict{}, false
@@ -173,7 +168,7 @@ func (s *spender) reserve(r Reservation) (Verdict, bool) {
 	var holds []Hold
 	short := false
 	for i, g := range s.eng.Guards() {
-		if !g.Covers(r.Tool, r.Destructive) {
+		if !s.mine(g) || !g.Covers(r.Tool, r.Destructive) {
 			continue
 		}
 		if !leasable(g) {
@@ -223,7 +218,7 @@ func (s *spender) toLedger(r Reservation) Reservation {
 		s.mu.Lock()
 	}
 	for i, g := range s.eng.Guards() {
-		if !g.Covers(r.Tool, r.Destructive) || !leasable(g) {
+		if !s.mine(g) || !g.Covers(r.Tool, r.Destructive) || !leasable(g) {
 			continue
 		}
 		amount, err := s.eng.GuardAmount(i, r.Tool, r.Args, r.RequestedBy)
@@ -349,7 +344,7 @@ func (s *spender) uses(holds []Hold) []Use {
 // asks for them.
 func (s *spender) wantFor(r Reservation) {
 	for i, g := range s.eng.Guards() {
-		if !g.Covers(r.Tool, r.Destructive) || !leasable(g) {
+		if !s.mine(g) || !g.Covers(r.Tool, r.Destructive) || !leasable(g) {
 			continue
 		}
 		amount, err := s.eng.GuardAmount(i, r.Tool, r.Args, r.RequestedBy)
@@ -462,7 +457,7 @@ func (s *spender) request() *sent {
 			want = min(max(2*sl.recent, 8*sl.unit), policy.MaxGuardLimit)
 		}
 		if want > 0 {
-			q.Want = append(q.Want, Want{Guard: sl.guard, Scope: sl.scope, Amount: want, Print: sl.print})
+			q.Want = append(q.Want, Want{Guard: sl.guard, Scope: sl.scope, Amount: want, Print: sl.print, Min: sl.unit})
 		}
 		sl.recent, sl.need = 0, false
 		return sl.avail == 0 && sl.inflight == 0 && want == 0
@@ -532,6 +527,45 @@ func (s *spender) apply(p *sent, g LeaseGrant, start time.Time) {
 		fresh = min(fresh, ttl) // never spend past the ledger's own term
 	}
 	s.fresh = start.Add(fresh)
+}
+
+// awaitRenewal waits (a little) for a renewal on its way when the last one
+// is no longer fresh at now, rather than send the call to the ledger, which
+// a renewal that is late because the ledger is busy would make busier
+// still. Called with s.mu held, which it lets go while it waits; it
+// returns the time after.
+func (s *spender) awaitRenewal(now time.Time) time.Time {
+	ch := s.sending
+	if now.Before(s.fresh) || ch == nil {
+		return now
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(pauseFresh):
+	}
+	s.mu.Lock()
+	return s.now()
+}
+
+// pausedBy is the pause the spender knows of that stops r, if any, and
+// whether it knows (its last renewal is fresh): the home ledger's spender
+// answers whether a call is paused without asking the ledger. It waits a
+// little for a renewal on its way.
+func (s *spender) pausedBy(r Reservation) (p Pause, paused, known bool) {
+	if s == nil {
+		return Pause{}, false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.lastUse = now
+	defer s.wake()
+	if now = s.awaitRenewal(now); !now.Before(s.fresh) {
+		return Pause{}, false, false
+	}
+	p, paused = pauseOf(s.pauses, r)
+	return p, paused, true
 }
 
 // told takes the pauses the ledger answered an act this worker carried

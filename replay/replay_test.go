@@ -37,6 +37,9 @@ var flows = []string{
 	// the fleet ledger with leases (ledger-page 1: it continues as new
 	// within one page of history) and the run whose calls it counted
 	"guarded_v15", "ledger_v15",
+	// the ledgers sharded per guard (ledger-shards 1): the task queue's,
+	// which keeps the pauses, and the budget's, which counts it
+	"guarded_v15_shards", "ledger_v15_shards", "ledger_guard_v15_shards",
 }
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.

@@ -97,7 +97,7 @@ func (r *run) runAndFallback(ctx workflow.Context, c tool.Call, spec tool.Spec, 
 	// 3. Run: an activity with the tool's bounded retry policy.
 	resp, approval, stop, err := r.runStep(ctx, c, spec, approval, round)
 	if r.guarded(c.Tool, spec) && (stop == nil || stop.parked == nil) {
-		r.settleCall(ctx, c, stop == nil && err == nil) // it ran, or it did not: the ledger counts what ran
+		r.settleCall(ctx, c, spec, stop == nil && err == nil) // it ran, or it did not: the ledger counts what ran
 	}
 	if stop != nil {
 		return *stop

@@ -122,7 +122,7 @@ func (r *run) reserve(ctx workflow.Context, c tool.Call, spec tool.Spec, stage, 
 // reserved or committed): it goes with the run's next reservation, or by
 // signal before the run waits for a human or closes (flushCommits). The
 // ledger settles a key once, whatever comes again.
-func (r *run) settleCall(ctx workflow.Context, c tool.Call, commit bool) {
+func (r *run) settleCall(ctx workflow.Context, c tool.Call, spec tool.Spec, commit bool) {
 	key := r.callKey(ctx, c)
 	if r.version >= versionAuthority {
 		// From rules version 12 a settlement is the worker's, by local
@@ -130,7 +130,9 @@ func (r *run) settleCall(ctx workflow.Context, c tool.Call, commit bool) {
 		// what ran as reserved, for a release to free), a release when it
 		// did not. The activity names the run, and the ledger takes a
 		// settlement only from the run that reserved the call.
-		r.settleNow(ctx, ledger.Settlement{Key: key, Commit: commit})
+		// The call's tool takes the settlement to the ledgers of the
+		// guards that counted it (an activity's input: no history changes).
+		r.settleNow(ctx, ledger.Settlement{Key: key, Commit: commit, Tool: c.Tool, Destructive: spec.Destructive})
 		if !commit && r.held[key] {
 			r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
 		}
@@ -211,7 +213,7 @@ func (r *run) settled(ctx workflow.Context) {
 // release releases c's reservation, if the call is one the ledger counts.
 func (r *run) release(ctx workflow.Context, c tool.Call, spec tool.Spec) {
 	if r.guarded(c.Tool, spec) {
-		r.settleCall(ctx, c, false)
+		r.settleCall(ctx, c, spec, false)
 	}
 }
 
@@ -268,7 +270,7 @@ func (r *run) guardDecided(ctx workflow.Context, c tool.Call, spec tool.Spec, ru
 		return nil
 	}
 	if original != nil {
-		r.settleCall(ctx, tool.Call{ID: c.ID, Tool: c.Tool, Args: original}, false) // the edit is another call
+		r.settleCall(ctx, tool.Call{ID: c.ID, Tool: c.Tool, Args: original}, spec, false) // the edit is another call
 	}
 	over := ""
 	if original == nil && strings.HasPrefix(rule, GuardRulePrefix) {
@@ -279,7 +281,7 @@ func (r *run) guardDecided(ctx workflow.Context, c tool.Call, spec tool.Spec, ru
 		return nil
 	}
 	if original == nil { // the gate's reservation of this very call
-		r.settleCall(ctx, c, false)
+		r.settleCall(ctx, c, spec, false)
 	}
 	out := r.guardRefusal(c, v)
 	out.Error = r.notExecuted(out.Error)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/toolgate/toolgate/ledger"
@@ -90,10 +92,32 @@ func Fleet(ctx context.Context, e *Env, queue string, runs, calls, first int) (F
 }
 
 // LedgerTaskFailures counts the workflow tasks that failed or timed out in
-// every run of queue's fleet ledger (following continue-as-new back from
-// the current run), by cause, and the runs it read.
+// every run of queue's fleet ledgers, the task queue's and each guard's
+// (following continue-as-new back from the current run), by cause, and the
+// runs it read.
 func LedgerTaskFailures(ctx context.Context, e *Env, queue string) (failures map[string]int, runs int, err error) {
 	failures = map[string]int{}
+	v, err := ledger.Guards(ctx, e.Authority.Client, queue)
+	if err != nil {
+		return failures, 0, fmt.Errorf("the ledger's guards: %w", err)
+	}
+	ids := []string{ledger.ID(queue)}
+	for _, g := range v.Guards {
+		ids = append(ids, ledger.ShardID(queue, g.ID))
+	}
+	for _, id := range ids {
+		n, err := taskFailures(ctx, e, id, failures)
+		if runs += n; err != nil {
+			return failures, runs, err
+		}
+	}
+	return failures, runs, nil
+}
+
+// taskFailures adds the failed and timed-out workflow tasks of every run of
+// the ledger wid to failures, and returns the runs it read (none when the
+// ledger never ran).
+func taskFailures(ctx context.Context, e *Env, wid string, failures map[string]int) (runs int, err error) {
 	ns := e.Authority.Namespace
 	runID := ""
 	for {
@@ -101,9 +125,13 @@ func LedgerTaskFailures(ctx context.Context, e *Env, queue string) (failures map
 		var token []byte
 		for {
 			resp, err := e.Authority.Client.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-				Namespace: ns, Execution: &commonpb.WorkflowExecution{WorkflowId: ledger.ID(queue), RunId: runID}, NextPageToken: token})
+				Namespace: ns, Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: runID}, NextPageToken: token})
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) && runID == "" {
+				return 0, nil
+			}
 			if err != nil {
-				return failures, runs, fmt.Errorf("the ledger's history: %w", err)
+				return runs, fmt.Errorf("the history of ledger %s: %w", wid, err)
 			}
 			h.Events = append(h.Events, resp.GetHistory().GetEvents()...)
 			if token = resp.GetNextPageToken(); len(token) == 0 {
@@ -117,15 +145,15 @@ func LedgerTaskFailures(ctx context.Context, e *Env, queue string) (failures map
 				if len(msg) > 80 {
 					msg = msg[:80]
 				}
-				failures[fmt.Sprintf("failed: %s: %s", a.GetCause(), msg)]++
+				failures[fmt.Sprintf("%s: failed: %s: %s", wid, a.GetCause(), msg)]++
 			}
 			if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
-				failures["timed out: "+a.GetTimeoutType().String()]++
+				failures[wid+": timed out: "+a.GetTimeoutType().String()]++
 			}
 		}
 		prev := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if prev == "" {
-			return failures, runs, nil
+			return runs, nil
 		}
 		runID = prev
 	}

@@ -49,6 +49,7 @@ var (
 	fleetRuns  = flag.String("fleet.runs", "1,10,50", "BenchmarkGuardedFleet: runs at once, level by level")
 	fleetCalls = flag.Int("fleet.calls", 20, "BenchmarkGuardedFleet: writes a run")
 	fleetBase  = flag.Bool("fleet.baseline", true, "BenchmarkGuardedFleet: measure the baseline queue too (false: the guarded queue only, to look at the ledger)")
+	fleetWork  = flag.Int("fleet.workers", 1, "BenchmarkGuardedFleet: workers on each queue, each with leases of its own (as worker processes)")
 )
 
 // BenchmarkGuardedFleet: guarded calls per second against unguarded at 1,
@@ -66,7 +67,7 @@ func BenchmarkGuardedFleet(b *testing.B) {
 		levels = append(levels, n)
 	}
 	e, ctx := sharedEnv(b), context.Background()
-	q, err := StartGuardQueues(e)
+	q, err := StartGuardQueuesWith(e, *fleetWork)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,8 +125,9 @@ func BenchmarkGuardedFleet(b *testing.B) {
 	logged := WorkflowTaskFailures(ledger.WorkflowName)
 	b.ReportMetric(float64(n), "ledger_failed_tasks")
 	b.ReportMetric(float64(logged), "ledger_failed_tasks_logged")
+	fmt.Fprintf(os.Stdout, "%d worker(s) a queue, each with leases of its own\n\n", *fleetWork)
 	FleetTable(os.Stdout, base, guarded)
-	b.Logf("the ledger: %d runs, %d workflow tasks failed or timed out in their histories (%v), %d failed in the worker's log", ledgerRuns, n, failed, logged)
+	b.Logf("the ledgers: %d runs, %d workflow tasks failed or timed out in their histories (%v), %d failed in the worker's log", ledgerRuns, n, failed, logged)
 	// The fleet's invariants (issue #45), whatever the speed: CI runs this
 	// at 50 runs of 200 calls.
 	if n > 0 || logged > 0 {
@@ -151,13 +153,15 @@ func watchLedger(ctx context.Context, e *Env, queue string, stop <-chan struct{}
 		case <-t.C:
 		}
 		line := fmt.Sprintf("fleet: %s after %s:", queue, time.Since(start).Round(time.Second))
+		wid := ledger.ID(queue)
 		if v, err := ledger.Guards(ctx, e.Authority.Client, queue); err != nil {
 			line += " guards: " + err.Error()
 		} else if len(v.Guards) > 0 && len(v.Guards[0].Scopes) > 0 {
 			sc := v.Guards[0].Scopes[0]
 			line += fmt.Sprintf(" committed %d, reserved %d", sc.Committed, sc.Reserved)
+			wid = ledger.ShardID(queue, v.Guards[0].ID) // the budget's ledger: the busy one
 		}
-		if d, err := e.Authority.Client.DescribeWorkflowExecution(ctx, ledger.ID(queue), ""); err == nil {
+		if d, err := e.Authority.Client.DescribeWorkflowExecution(ctx, wid, ""); err == nil {
 			line += fmt.Sprintf("; ledger run %s: %d events", d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), d.GetWorkflowExecutionInfo().GetHistoryLength())
 			if wt := d.GetPendingWorkflowTask(); wt != nil {
 				line += fmt.Sprintf("; workflow task %s, attempt %d, scheduled %s ago", wt.GetState(), wt.GetAttempt(), time.Since(wt.GetScheduledTime().AsTime()).Round(time.Millisecond))

@@ -66,7 +66,11 @@ type GuardQueues struct {
 
 // StartGuardQueues starts a worker on a new baseline queue and one on a new
 // guarded queue (their ledger is new too). Call Stop when done.
-func StartGuardQueues(e *Env) (*GuardQueues, error) {
+func StartGuardQueues(e *Env) (*GuardQueues, error) { return StartGuardQueuesWith(e, 1) }
+
+// StartGuardQueuesWith is StartGuardQueues with workers workers on each
+// queue: each holds leases of its own, as a worker process does.
+func StartGuardQueuesWith(e *Env, workers int) (*GuardQueues, error) {
 	pub, _, err := signed.GenerateKey()
 	if err != nil {
 		return nil, err
@@ -82,17 +86,19 @@ func StartGuardQueues(e *Env) (*GuardQueues, error) {
 		// As toolgate's workers run: the fleet ledger and every claim in the
 		// authority namespace, over the same connection.
 		o := worker.Options{Tools: Tools(), SearchAttributes: true, Policy: p, Authority: e.Authority}
-		w, err := worker.Start(e.Client, s.queue, o)
-		if err != nil {
-			q.Stop()
-			return nil, fmt.Errorf("starting the worker of %s: %w", s.queue, err)
+		for range max(workers, 1) {
+			w, err := worker.Start(e.Client, s.queue, o)
+			if err != nil {
+				q.Stop()
+				return nil, fmt.Errorf("starting a worker of %s: %w", s.queue, err)
+			}
+			q.workers = append(q.workers, w)
 		}
-		q.workers = append(q.workers, w)
 	}
 	return q, nil
 }
 
-// Stop stops the two workers.
+// Stop stops the queues' workers.
 func (q *GuardQueues) Stop() {
 	for _, w := range q.workers {
 		w.Stop()

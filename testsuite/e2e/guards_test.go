@@ -165,17 +165,18 @@ func TestFleetBudgetHoldsAcrossCrashesAndRestarts(t *testing.T) {
 			committed, reserved, limit-2*cents, sum)
 	}
 	t.Logf("the desk paid %d refunds (%d); the ledger counts %d spent: %d held by the killed workers' leases", ok, sum, committed, committed-sum)
-	if first := s.ledgerFirstEvent(t); first.GetContinuedExecutionRunId() == "" {
-		t.Fatalf("the ledger's run did not continue as new (it took %d updates at 100 a run)", 2*runs)
+	if first := s.ledgerFirstEvent(t, "refund-budget"); first.GetContinuedExecutionRunId() == "" {
+		t.Fatalf("guard refund-budget's ledger did not continue as new (it took %d updates at 100 a run)", 2*runs)
 	}
 }
 
-// ledgerFirstEvent is the start event of the ledger's current run.
-func (s *stack) ledgerFirstEvent(t *testing.T) interface{ GetContinuedExecutionRunId() string } {
+// ledgerFirstEvent is the start event of the current run of guard's ledger
+// ("": the task queue's).
+func (s *stack) ledgerFirstEvent(t *testing.T, guard string) interface{ GetContinuedExecutionRunId() string } {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	it := s.inAuthority(s.client).GetWorkflowHistory(ctx, ledger.ID(workflows.TaskQueue), "", false, 0)
+	it := s.inAuthority(s.client).GetWorkflowHistory(ctx, ledger.ShardID(workflows.TaskQueue, guard), "", false, 0)
 	ev, err := it.Next()
 	if err != nil {
 		t.Fatalf("the ledger's history: %v", err)
@@ -344,7 +345,7 @@ func TestRewoundRunReapprovedPaysAndCountsOnce(t *testing.T) {
 func (s *stack) logSettles(t *testing.T, ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	res, err := s.inAuthority(s.client).QueryWorkflow(ctx, ledger.ID(workflows.TaskQueue), "", ledger.QueryState)
+	res, err := s.inAuthority(s.client).QueryWorkflow(ctx, ledger.ShardID(workflows.TaskQueue, "refund-budget"), "", ledger.QueryState)
 	var st ledger.State
 	if err == nil {
 		err = res.Get(&st)

@@ -188,7 +188,8 @@ func TestTheLedgerCannotBeWipedSquattedOrReleased(t *testing.T) {
 	t.Parallel()
 	k := newKeyring(t, "alice", "dave")
 	s, attacker := newTrust5Stack(t, trust5GuardsPolicy(t, k))
-	lid := ledger.ID(workflows.TaskQueue)
+	lid := ledger.ID(workflows.TaskQueue)                          // the pauses
+	budget := ledger.ShardID(workflows.TaskQueue, "refund-budget") // the guard's counts
 
 	// A refund of 40.00 runs; while its run waits on the close, the ledger
 	// holds it committed already (not reserved: nothing a release frees).
@@ -219,8 +220,13 @@ func TestTheLedgerCannotBeWipedSquattedOrReleased(t *testing.T) {
 	_, err := ac.WorkflowService().TerminateWorkflowExecution(rewindCtx(t), &workflowservice.TerminateWorkflowExecutionRequest{
 		Namespace: s.authorityNamespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: lid}, Reason: "wipe the budgets"})
 	requireDenied(t, "terminating the ledger", err)
+	_, err = ac.WorkflowService().TerminateWorkflowExecution(rewindCtx(t), &workflowservice.TerminateWorkflowExecutionRequest{
+		Namespace: s.authorityNamespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: budget}, Reason: "wipe the budget"})
+	requireDenied(t, "terminating the guard's ledger", err)
 	requireDenied(t, "a forged release", ac.SignalWorkflow(rewindCtx(t), lid, "", ledger.SignalSettle, ledger.Settlement{Key: "any"}))
+	requireDenied(t, "a forged release to the guard's ledger", ac.SignalWorkflow(rewindCtx(t), budget, "", ledger.SignalSettle, ledger.Settlement{Key: "any"}))
 	requireDenied(t, "deleting the ledger", deleteIn(attacker, s.authorityNamespace(), lid))
+	requireDenied(t, "deleting the guard's ledger", deleteIn(attacker, s.authorityNamespace(), budget))
 	// Squatting the ledger's id in the runs' namespace, on a queue of its
 	// own, changes nothing: no run asks it.
 	if _, err := attacker.ExecuteWorkflow(rewindCtx(t), client.StartWorkflowOptions{ID: lid, TaskQueue: "attacker-queue"}, ledger.WorkflowName, ledger.Input{}); err != nil {
@@ -240,11 +246,13 @@ func TestTheLedgerCannotBeWipedSquattedOrReleased(t *testing.T) {
 		t.Fatalf("dave's pause: %v (%+v)", err, v.Pauses)
 	}
 
-	// Someone with the right (a worker's credential) terminates the ledger:
-	// the next reservation starts it anew, from the terminated run's state.
+	// Someone with the right (a worker's credential) terminates the ledgers:
+	// the next reservation starts them anew, from the terminated runs' state.
 	wa := s.inAuthority(s.client)
-	if err := wa.TerminateWorkflow(rewindCtx(t), lid, "", "an admin's mistake"); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{lid, budget} {
+		if err := wa.TerminateWorkflow(rewindCtx(t), id, "", "an admin's mistake"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Every destructive tool is paused, the close too: the run ends.
 	s.start("trust5-ledger-3", workflows.RunInput{Goal: "refund BK-3", Planner: scripted("done",

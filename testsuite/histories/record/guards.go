@@ -39,8 +39,12 @@ const fixtureGuards = `guards:
 // ledger.ID(guardedQueue).
 const guardedQueue = "toolgate-guarded"
 
-// ledgerFixture names the ledger's history: ledgerFixture + suffix + ".json".
-const ledgerFixture = "ledger"
+// ledgerFixture names the task queue's ledger's history, and
+// ledgerGuardFixture the budget's ledger's: the name + suffix + ".json".
+const (
+	ledgerFixture      = "ledger"
+	ledgerGuardFixture = "ledger_guard"
+)
 
 // guardedFlow: four refunds and a close, one a step, under the budget.
 //
@@ -129,13 +133,23 @@ func exportLedger(ctx context.Context, cl client.Client, s *signers, file func(b
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	id := ledger.ID(guardedQueue)
-	runID, err := waitIdle(ctx, cl, id)
-	if err != nil {
-		return nil, err
+	// The task queue's ledger (its pauses) and the budget's (its counts).
+	var outs []string
+	for _, l := range []struct{ id, fixture string }{
+		{ledger.ID(guardedQueue), ledgerFixture},
+		{ledger.ShardID(guardedQueue, "refund-budget"), ledgerGuardFixture},
+	} {
+		runID, err := waitIdle(ctx, cl, l.id)
+		if err != nil {
+			return nil, err
+		}
+		out := file(l.fixture)
+		if err := writeHistory(ctx, cl, l.id, runID, out); err != nil {
+			return nil, err
+		}
+		outs = append(outs, out)
 	}
-	out := file(ledgerFixture)
-	return []string{out}, writeHistory(ctx, cl, id, runID, out)
+	return outs, nil
 }
 
 // waitIdle waits until the running workflow id has no workflow task,

@@ -612,7 +612,13 @@ func check(f flow, res workflows.RunResult) error {
 		slices.Sort(want)
 	}
 	if res.Status != f.status || !slices.Equal(got, want) {
-		return fmt.Errorf("run ended %s with trace %q; the flow wants %s with %q", res.Status, got, f.status, want)
+		var why []string
+		for _, r := range res.Trace {
+			if r.Error != "" {
+				why = append(why, r.CallID+": "+r.Error)
+			}
+		}
+		return fmt.Errorf("run ended %s with trace %q; the flow wants %s with %q (errors: %q)", res.Status, got, f.status, want, why)
 	}
 	var approvers []string
 	for _, r := range res.Trace {
