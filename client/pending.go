@@ -125,10 +125,15 @@ func (c *Client) Pending(ctx context.Context, opts PendingOptions) (PendingPage,
 	if err != nil {
 		return PendingPage{}, err
 	}
-	waiting := all + " AND " + workflows.SearchAttrStatus + " = " + quote(workflows.StatusWaitingForApproval)
+	// Runs that keep toolgate's search attributes current are looked up by
+	// them; a run whose worker keeps none (a worker of one's own whose
+	// options leave SearchAttributes off) has no ToolgateStatus, and is
+	// queried like every run on a namespace without them.
+	kept := workflows.SearchAttrStatus + " = " + quote(workflows.StatusWaitingForApproval)
 	if opts.Tool != "" {
-		waiting += " AND " + workflows.SearchAttrPendingTools + " = " + quote(opts.Tool)
+		kept = "(" + kept + " AND " + workflows.SearchAttrPendingTools + " = " + quote(opts.Tool) + ")"
 	}
+	waiting := all + " AND (" + kept + " OR " + workflows.SearchAttrStatus + " IS NULL)"
 	req := &workflowservice.ListWorkflowExecutionsRequest{Query: waiting, PageSize: int32(opts.PageSize), NextPageToken: opts.PageToken}
 	resp, err := c.tc.ListWorkflow(ctx, req)
 	if err != nil {

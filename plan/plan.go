@@ -10,6 +10,8 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/tool"
 )
@@ -166,4 +168,75 @@ func Scripted(cfg Config, step int) Decision {
 		return Decision{Calls: cfg.Turns[step]}
 	}
 	return Decision{Answer: cfg.Answer}
+}
+
+// ScriptedAnswer is the scripted planner's answer to a turn whose calls'
+// outcomes transcript holds (the turn: the entries after its last user
+// entry). A script's steps do not look at what its calls did, so its
+// answer is cfg.Answer only when every call of the turn ran (or the memo
+// answered it); otherwise it says which did not and why, and does not
+// claim what the script's answer claims.
+func ScriptedAnswer(cfg Config, transcript []Entry) string {
+	start := 0
+	for i := len(transcript) - 1; i >= 0; i-- {
+		if transcript[i].Role == RoleUser {
+			start = i + 1
+			break
+		}
+	}
+	var missed []string
+	for _, e := range transcript[start:] {
+		if e.Role != RoleTool {
+			continue
+		}
+		switch e.Status {
+		case StatusOK, StatusCacheHit, StatusApproved, StatusEdited:
+			continue
+		}
+		if e.Error != "" { // the run's own words: "not executed: rejected by bob: …"
+			missed = append(missed, fmt.Sprintf("%s %s: %s", e.CallID, e.Tool, clipText(e.Error, 200)))
+		} else {
+			missed = append(missed, fmt.Sprintf("%s %s %s", e.CallID, e.Tool, statusWords(e.Status)))
+		}
+	}
+	if len(missed) == 0 {
+		return cfg.Answer
+	}
+	answer := "Not done: " + strings.Join(missed, "; ") + "."
+	if cfg.Answer != "" {
+		answer += fmt.Sprintf(" (The script's answer, written before its calls ran: %q)", clipText(cfg.Answer, 200))
+	}
+	return answer
+}
+
+// statusWords says what a call's final status means, for an answer.
+func statusWords(status string) string {
+	switch status {
+	case StatusBlocked:
+		return "was refused"
+	case StatusRejected:
+		return "was rejected"
+	case StatusExpired:
+		return "was not decided in time"
+	case StatusCancelled:
+		return "was cancelled"
+	case StatusResponded:
+		return "did not run: a human answered in its place"
+	case StatusError:
+		return "failed"
+	case StatusFallback:
+		return "failed, and its fallback answered"
+	}
+	return "did not run (" + status + ")"
+}
+
+// clipText is s cut to at most n bytes, on a rune boundary, marked "…".
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

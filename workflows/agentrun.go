@@ -410,13 +410,22 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 	}
 }
 
+// scriptedAnswerChange versions the scripted planner's answer: from
+// version 1 a turn whose calls did not all run is answered with what did
+// not (plan.ScriptedAnswer), not with the script's answer.
+const scriptedAnswerChange = "scripted-answer"
+
 // plan asks the planner for the next step: the scripted planner in place, the
 // others as activities (so their answers are in the history and replay never
 // asks again).
 func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 	cfg := r.in.Planner
 	if cfg.Kind == plan.KindScripted {
-		return plan.Scripted(cfg, r.Steps), nil
+		d := plan.Scripted(cfg, r.Steps)
+		if len(d.Calls) == 0 && workflow.GetVersion(ctx, scriptedAnswerChange, workflow.DefaultVersion, 1) >= 1 {
+			d.Answer = plan.ScriptedAnswer(cfg, r.Transcript) // says what did not run, never the script's claim
+		}
+		return d, nil
 	}
 	req := plan.Request{Goal: r.in.Goal, Transcript: recent(r.Transcript, TranscriptKeep, TranscriptBytes), Tools: r.toolInfos(), Step: r.Steps, Config: cfg}
 	var d plan.Decision
