@@ -106,11 +106,14 @@ func runInput(planFile, goal, planner string) (workflows.RunInput, error) {
 	return in, nil
 }
 
-// resultError maps a run's end to the exit code: 0 completed, 2 blocked, 1 failed.
+// resultError maps a run's end to the exit code: 0 completed, 2 blocked, 1
+// failed, and 3 completed with none of its calls run (each failed, or was
+// refused, rejected or expired): a script that waits on the run must not
+// take that for success.
 func resultError(res workflows.RunResult) error {
 	switch res.Status {
 	case workflows.StatusCompleted:
-		return nil
+		return noneRan(res.Trace)
 	case workflows.StatusBlocked:
 		return &exitError{code: 2, err: fmt.Errorf("run blocked on %s %s (%s)", res.BlockedOn.Tool, res.BlockedOn.CallArgs, res.BlockedOn.CallID)}
 	default:
@@ -403,4 +406,41 @@ func (c *cli) reportDecisions(name string, outs []tgclient.Outcome) error {
 // sendDecision sends one decision, bound as given, and waits for its answer.
 func sendDecision(ctx context.Context, tc client.Client, id, name string, in workflows.DecisionInput) (workflows.DecisionResult, error) {
 	return tgclient.New(tc).Decide(ctx, id, name == "approve", in)
+}
+
+// noneRan is the exit error of a completed run none of whose calls ran
+// (exit 3), naming the first few and why; nil when one ran, or the run
+// made no call.
+func noneRan(trace []workflows.TraceRecord) error {
+	var calls []string
+	last := map[string]workflows.TraceRecord{}
+	for _, r := range trace {
+		if r.CallID == "" {
+			continue // a grant, a message: no call
+		}
+		if _, seen := last[r.CallID]; !seen {
+			calls = append(calls, r.CallID)
+		}
+		last[r.CallID] = r
+		if r.Status == workflows.TraceOK || r.Status == workflows.TraceCacheHit {
+			return nil
+		}
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	var why []string
+	for _, id := range calls[:min(len(calls), 3)] {
+		r := last[id]
+		w := fmt.Sprintf("%s %s %s", oneLine(id), oneLine(r.Tool), oneLine(r.Status))
+		if r.Error != "" {
+			w += ": " + truncate(oneLine(r.Error), 160)
+		}
+		why = append(why, w)
+	}
+	if len(calls) > 3 {
+		why = append(why, fmt.Sprintf("and %d more", len(calls)-3))
+	}
+	return &exitError{code: 3, err: fmt.Errorf("the run completed, but none of its %s ran: %s (toolgate trace ID shows each)",
+		plural(len(calls), "call"), strings.Join(why, "; "))}
 }
