@@ -11,13 +11,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
@@ -77,23 +80,41 @@ func Run(ctx context.Context, tc client.Client, orders *sync.Map, out io.Writer)
 // tc is any Temporal client: connect.Dial(ctx, connect.Settings{}, nil) dials the temporal CLI's.
 // README:end
 
-func main() {
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run is the program: its output on stdout; the Temporal SDK's own logs, at
+// -log-level (warn: quiet unless something is wrong), and any error on
+// stderr. It returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	level := fs.String("log-level", "warn", "the Temporal SDK's logs on stderr: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "quickstart: -log-level %q: want debug, info, warn or error\n", *level)
+		return 2
+	}
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv})))
 	// The temporal CLI's profile, TEMPORAL_* variables (address, API key, TLS):
 	// by default 127.0.0.1:7233.
-	tc, _, err := connect.Dial(context.Background(), connect.Settings{}, nil)
+	tc, _, err := connect.Dial(context.Background(), connect.Settings{}, func(o *client.Options) { o.Logger = logger })
 	var res workflows.RunResult
 	if err == nil {
 		defer tc.Close()
 		orders := &sync.Map{}
 		orders.Store("ORD-1", "paid")
-		res, err = Run(context.Background(), tc, orders, os.Stdout)
+		res, err = Run(context.Background(), tc, orders, stdout)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "quickstart:", err)
+		return 1
 	}
 	for _, r := range res.Trace {
-		fmt.Printf("%s %-13s %-9s %s\n", r.CallID, r.Tool, r.Status, r.Result)
+		fmt.Fprintf(stdout, "%s %-13s %-9s %s\n", r.CallID, r.Tool, r.Status, r.Result)
 	}
-	fmt.Println(res.Status+":", res.Answer)
+	fmt.Fprintln(stdout, res.Status+":", res.Answer)
+	return 0
 }
