@@ -192,6 +192,14 @@ func (p *Planner) Plan(ctx context.Context, req plan.Request) (plan.Decision, er
 		}
 	}
 	endpoint := describeEndpoint(base)
+	if !keySent && hosted(base) {
+		// The hosted endpoint refuses every request without a key: asking
+		// it, six times over minutes, would only say so late.
+		return plan.Decision{}, temporal.NewNonRetryableApplicationError(
+			"openai planner: no API key for "+endpoint+", which needs one: set OPENAI_API_KEY on the worker, "+
+				"or OPENAI_BASE_URL (or planner.base_url) to a local model's endpoint (Ollama, vLLM, llama.cpp server)",
+			ErrMisconfigured, nil)
+	}
 
 	params := oai.ChatCompletionNewParams{
 		Model:    shared.ChatModel(model),
@@ -239,3 +247,10 @@ func (p *Planner) Plan(ctx context.Context, req plan.Request) (plan.Decision, er
 
 // ---------------------------------------------------------------------------
 // Request: messages and tools.
+
+// hosted reports whether u is the library's default endpoint's host, which
+// refuses every request that carries no key.
+func hosted(u *url.URL) bool {
+	d, err := url.Parse(DefaultBaseURL)
+	return err == nil && u != nil && strings.EqualFold(u.Hostname(), d.Hostname())
+}

@@ -754,6 +754,22 @@ func TestMisconfigured(t *testing.T) {
 			assert.Equal(t, 0, len(f.requests()))
 		})
 	}
+	t.Run("no key for the hosted endpoint", func(t *testing.T) {
+		isolateEnv(t)
+		asked := 0
+		hc := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			asked++
+			return nil, errors.New("no network")
+		})}
+		h := newHarness(New(Options{Model: "m", HTTPClient: hc}))
+		_, err := h.plan(t, goalRequest("x"))
+		appErr := appError(t, err)
+		assert.True(t, appErr.NonRetryable(), "retrying cannot give the worker a key")
+		assert.Equal(t, ErrMisconfigured, appErr.Type())
+		assert.Contains(t, appErr.Error(), "no API key for")
+		assert.Contains(t, appErr.Error(), "set OPENAI_API_KEY")
+		assert.Zero(t, asked, "nothing is sent")
+	})
 	t.Run("worker base URL", func(t *testing.T) {
 		isolateEnv(t)
 		h := newHarness(New(Options{BaseURL: "not a url", APIKey: testKey, Model: "m"}))
