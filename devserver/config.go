@@ -153,7 +153,7 @@ func resolveFrontend(addr string, small bool) (endpoint, error) {
 			return endpoint{}, fmt.Errorf("devserver: %w", err)
 		}
 	} else if err := checkPortFree(host, port); err != nil {
-		return endpoint{}, fmt.Errorf("devserver: frontend address %s is not free: %w", addr, err)
+		return endpoint{}, fmt.Errorf("devserver: frontend address %s is not free: %w (%w)", addr, err, ErrAddressInUse)
 	}
 	d := dialIP(host)
 	return endpoint{bindIP: host, dialIP: d, port: port, address: net.JoinHostPort(d, strconv.Itoa(port))}, nil

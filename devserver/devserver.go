@@ -82,6 +82,14 @@ type Server struct {
 	stopErr  error
 }
 
+// Why Start cannot begin, each saying what to do (a caller may name its own
+// flags, errors.Is): another server listens on the frontend's address, or
+// another server holds the data directory (or database).
+var (
+	ErrAddressInUse = errors.New("another server listens there: stop it, or choose another address")
+	ErrDataInUse    = errors.New("stop that server, or give this one other data")
+)
+
 // open data directories of this process: the sqlite plugin shares one
 // connection per file, so two servers on one file must not overlap.
 var (
@@ -135,7 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	openMu.Lock()
 	if openDirs[dir] {
 		openMu.Unlock()
-		return nil, fmt.Errorf("devserver: data dir %s is in use by another Server of this process", dir)
+		return nil, fmt.Errorf("devserver: data dir %s is in use by another Server of this process: %w", dir, ErrDataInUse)
 	}
 	openDirs[dir] = true
 	openMu.Unlock()

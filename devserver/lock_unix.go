@@ -27,7 +27,7 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data dir %s is in use by another Temporal dev server (lock %s is held)", dir, path)
+			return nil, fmt.Errorf("data dir %s is in use by another Temporal dev server (lock %s is held): %w", dir, path, ErrDataInUse)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -151,7 +151,7 @@ func lockPostgres(ctx context.Context, p *pgStores, logger log.Logger) (*pgLock,
 	if !got {
 		_ = conn.Close()
 		_ = db.Close()
-		return nil, fmt.Errorf("database %s is in use by another toolgate server", p.redacted())
+		return nil, fmt.Errorf("database %s is in use by another toolgate server: %w", p.redacted(), ErrDataInUse)
 	}
 	return &pgLock{db: db, conn: conn}, nil
 }

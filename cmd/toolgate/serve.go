@@ -119,7 +119,14 @@ func (c *cli) up(ctx context.Context, srv devserver.Options, own connect.Setting
 	}
 	srv.SearchAttributes, srv.Logger = searchAttributes, serverLog
 	s.server, err = devserver.Start(ctx, srv)
-	if err != nil {
+	switch {
+	case errors.Is(err, devserver.ErrAddressInUse):
+		return nil, fmt.Errorf("starting the embedded Temporal server: %w; is a toolgate dev already running there? "+
+			"(another address: --address HOST:PORT, and TEMPORAL_ADDRESS=HOST:PORT for the other commands)", err)
+	case errors.Is(err, devserver.ErrDataInUse):
+		return nil, fmt.Errorf("starting the embedded Temporal server: %w (a toolgate dev or demo of this directory holds it: "+
+			"Ctrl-C it in its shell, or pass --data DIR)", err)
+	case err != nil:
 		return nil, fmt.Errorf("starting the embedded Temporal server: %w", err)
 	}
 	// InternalAddress: the server's plaintext frontend on 127.0.0.1 (its
@@ -391,11 +398,17 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ib.stop()
-	ag, err := c.devAGUI("127.0.0.1:0", s, &aguiFlags{planner: planner})
-	if err != nil {
-		return err
+	if s.policy {
+		// Under a policy the chat starts no thread without callers whose
+		// keys sign its starts (docs/agui.md): the demo offers none.
+		fmt.Fprintln(c.stdout, "AG-UI chat: off under --policy (a thread's run needs a verified requester: `toolgate dev --agui-address … --agui-tokens FILE`, docs/agui.md)")
+	} else {
+		ag, err := c.devAGUI("127.0.0.1:0", s, &aguiFlags{planner: planner})
+		if err != nil {
+			return err
+		}
+		defer ag.stop()
 	}
-	defer ag.stop()
 	id := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	in := workflows.RunInput{Goal: demoGoal, Planner: plan.Config{Kind: *planner}}
 	decider := func(id string) func(workflows.Interrupt) error {

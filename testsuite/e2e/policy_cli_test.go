@@ -42,6 +42,12 @@ func TestDemoWithPolicy(t *testing.T) {
 			t.Errorf("the demo's output has no %q", want)
 		}
 	}
+	if strings.Contains(string(out), "WARNING") {
+		t.Errorf("the demo under a policy warns (issue #46: a newcomer's demo says nothing is wrong when nothing is)")
+	}
+	if !strings.Contains(string(out), "AG-UI chat: off under --policy") {
+		t.Errorf("the demo under a policy does not say why it offers no AG-UI chat")
+	}
 	for _, name := range []string{"alice", "bob", "carol"} {
 		st, err := os.Stat(filepath.Join(data, "keys", name+".key"))
 		if err != nil || st.Mode().Perm() != 0o600 {
