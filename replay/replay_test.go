@@ -40,9 +40,9 @@ var flows = []string{
 	// the ledgers sharded per guard (ledger-shards 1): the task queue's,
 	// which keeps the pauses, and the budget's, which counts it
 	"guarded_v15_shards", "ledger_v15_shards", "ledger_guard_v15_shards",
-	// a rejected call: the scripted planner's answer says what did not run
-	// (scripted-answer 1)
-	"reject_v15_answer",
+	// rules version 16: a rejected call; the scripted planner's answer says
+	// what did not run
+	"reject_v16",
 }
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.

@@ -164,9 +164,11 @@ type run struct {
 //	                that made the run (rewindact.go)
 //	15              a proposal may name a waiter the run signals when the
 //	                call ends (callended.go): a Nexus call polls nothing
+//	16              the scripted planner's answer says which calls did not
+//	                run and why, never the script's claim (plan.ScriptedAnswer)
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 15
+	versionCurrent  = 16
 )
 
 // Versions of versionChangeID.
@@ -208,6 +210,9 @@ const (
 	// versionCallEnded: a proposal's waiter (Proposal.Notify) is signalled
 	// when its call ends (callended.go).
 	versionCallEnded workflow.Version = 15
+	// versionScriptedAnswer: a scripted turn whose calls did not all run
+	// is answered with what did not (plan.ScriptedAnswer).
+	versionScriptedAnswer workflow.Version = 16
 )
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
@@ -410,11 +415,6 @@ func (r *run) loop(ctx workflow.Context) (RunResult, error) {
 	}
 }
 
-// scriptedAnswerChange versions the scripted planner's answer: from
-// version 1 a turn whose calls did not all run is answered with what did
-// not (plan.ScriptedAnswer), not with the script's answer.
-const scriptedAnswerChange = "scripted-answer"
-
 // plan asks the planner for the next step: the scripted planner in place, the
 // others as activities (so their answers are in the history and replay never
 // asks again).
@@ -422,7 +422,7 @@ func (r *run) plan(ctx workflow.Context) (plan.Decision, error) {
 	cfg := r.in.Planner
 	if cfg.Kind == plan.KindScripted {
 		d := plan.Scripted(cfg, r.Steps)
-		if len(d.Calls) == 0 && workflow.GetVersion(ctx, scriptedAnswerChange, workflow.DefaultVersion, 1) >= 1 {
+		if len(d.Calls) == 0 && r.version >= versionScriptedAnswer {
 			d.Answer = plan.ScriptedAnswer(cfg, r.Transcript) // says what did not run, never the script's claim
 		}
 		return d, nil
