@@ -97,7 +97,13 @@ func (ds *demoSigners) keyFor(name string) (ed25519.PrivateKey, error) {
 	if _, priv, err = signed.GenerateKey(); err != nil {
 		return nil, err
 	}
-	return priv, signed.WritePrivateKey(file, priv)
+	if err := signed.WritePrivateKey(file, priv); err != nil {
+		return nil, err
+	}
+	// Its public key beside it, as `toolgate keys new` writes one: a
+	// policy of one's own names it (docs/policy.md).
+	pub := signed.FormatPublicKey(priv.Public().(ed25519.PublicKey))
+	return priv, writePublicKey(filepath.Join(ds.dir, name+".pub"), pub)
 }
 
 func (ds *demoSigners) keyFile(name string) string { return filepath.Join(ds.dir, name+".key") }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/toolgate/toolgate/signed"
 )
@@ -55,7 +57,7 @@ func (c *cli) keysNew(ctx context.Context, args []string) error {
 	keyPath := filepath.Join(*dir, name+".key")
 	pubPath := filepath.Join(*dir, name+".pub")
 	if _, err := os.Lstat(keyPath); err == nil {
-		return fmt.Errorf("%s exists: refusing to overwrite a key (remove it first if you mean to replace %s's key)", keyPath, name)
+		return c.keepKey(name, keyPath, pubPath)
 	}
 	pub, priv, err := signed.GenerateKey()
 	if err != nil {
@@ -71,6 +73,34 @@ func (c *cli) keysNew(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "wrote %s (private: keep it; mode 0600) and %s\npolicy line:\n  %s: {key: %q, roles: [ROLE]}\n",
 		keyPath, pubPath, name, line)
+	return nil
+}
+
+// keepKey is `keys new` for a name whose key exists (made by an earlier
+// `keys new`, or by `toolgate demo --policy`): it never overwrites a key. It
+// keeps it, writes its public key beside it when that is missing, and prints
+// its policy line, so a page that makes the key runs after one that made it.
+// A public key file that is not the key's is refused, never replaced.
+func (c *cli) keepKey(name, keyPath, pubPath string) error {
+	priv, err := signed.ReadPrivateKey(keyPath)
+	if err != nil {
+		return fmt.Errorf("%s exists and is not a key this command can keep (%w): remove it first if you mean to replace %s's key", keyPath, err, name)
+	}
+	line := signed.FormatPublicKey(priv.Public().(ed25519.PublicKey))
+	wrote := ""
+	switch text, err := os.ReadFile(pubPath); {
+	case errors.Is(err, os.ErrNotExist):
+		if err := writePublicKey(pubPath, line); err != nil {
+			return err
+		}
+		wrote = "; wrote " + pubPath
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", pubPath, err)
+	case strings.TrimSpace(string(text)) != line:
+		return fmt.Errorf("%s is not the public key of %s: move one of them away (the key is never overwritten)", pubPath, keyPath)
+	}
+	fmt.Fprintf(c.stdout, "kept %s (it exists: a key is never overwritten; remove it first to replace %s's key)%s\npolicy line:\n  %s: {key: %q, roles: [ROLE]}\n",
+		keyPath, name, wrote, name, line)
 	return nil
 }
 

@@ -61,17 +61,37 @@ func TestKeysNew(t *testing.T) {
 	_, err = signed.Verify(tok, printed)
 	assert.NoError(t, err)
 
-	// It never overwrites a key.
+	// It never overwrites a key: it keeps it, and prints its policy line.
 	keyBefore, err := os.ReadFile(keyPath)
 	require.NoError(t, err)
-	_, _, err = runKeys(t, "new", "--dir", tmp, "bob")
-	assert.ErrorContains(t, err, "exists")
+	out, _, err = runKeys(t, "new", "--dir", tmp, "bob")
+	require.NoError(t, err)
+	assert.Contains(t, out, "kept "+keyPath+" (it exists: a key is never overwritten")
+	assert.Contains(t, out, "policy line:\n  bob: {key: \""+m[3]+"\"")
 	keyAfter, err := os.ReadFile(keyPath)
 	require.NoError(t, err)
 	assert.Equal(t, keyBefore, keyAfter)
 	pubAfter, err := os.ReadFile(pubPath)
 	require.NoError(t, err)
 	assert.Equal(t, pubText, pubAfter)
+
+	// A kept key without its public key (as toolgate demo --policy made
+	// them) gets it; a public key that is another key's is refused.
+	require.NoError(t, os.Remove(pubPath))
+	out, _, err = runKeys(t, "new", "--dir", tmp, "bob")
+	require.NoError(t, err)
+	assert.Contains(t, out, "; wrote "+pubPath)
+	pubAfter, err = os.ReadFile(pubPath)
+	require.NoError(t, err)
+	assert.Equal(t, pubText, pubAfter)
+	other, _, err := signed.GenerateKey()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(pubPath, []byte(signed.FormatPublicKey(other)+"\n"), 0o644))
+	_, _, err = runKeys(t, "new", "--dir", tmp, "bob")
+	assert.ErrorContains(t, err, "is not the public key of "+keyPath)
+	keyAfter, err = os.ReadFile(keyPath)
+	require.NoError(t, err)
+	assert.Equal(t, keyBefore, keyAfter)
 
 	// Another name, flags first, in the same directory.
 	_, _, err = runKeys(t, "new", "--dir", tmp, "alice.ops-2")

@@ -53,6 +53,9 @@ func TestDemoWithPolicy(t *testing.T) {
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("demo key of %s: %v, mode %v; want a 0600 file", name, err, st)
 		}
+		if _, err := os.Stat(filepath.Join(data, "keys", name+".pub")); err != nil {
+			t.Errorf("demo key of %s has no public key beside it: %v", name, err)
+		}
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)

@@ -41,6 +41,32 @@ func TestPagesRunAsWritten(t *testing.T) {
 	}
 }
 
+// A newcomer's path, in one directory, in the order they read: the README,
+// then docs/library.md, then docs/guards.md (issue #46: guards.md's first
+// block failed after the README's demo had made the same keys). Between two
+// pages the reader stops what the last one left running (Ctrl-C), as the
+// pages say to.
+func TestPagesRunInReadingOrder(t *testing.T) {
+	root := moduleRoot(t)
+	bin := buildToolgate(t, root)
+	p := newPage(t, root, bin)
+	for _, page := range []string{"README.md", filepath.Join("docs", "library.md"), filepath.Join("docs", "guards.md")} {
+		src, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := Parse(page, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.run(blocks)
+		if t.Failed() {
+			t.Fatalf("%s, read after the pages before it, failed (each page alone: TestPagesRunAsWritten)", page)
+		}
+		p.stopAll()
+	}
+}
+
 // page is one page's run: its directory, its environment, the blocks still
 // running in the background.
 type page struct {
