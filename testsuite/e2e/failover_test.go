@@ -52,6 +52,7 @@ func newDevProcStack(t *testing.T) (*stack, *proc) {
 // the remaining worker, and the desk holds exactly one payment per approved
 // call and none for a rejected one.
 func TestFailoverOnPostgres(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	const n, rejected = 50, 5
 	s, _ := newDevProcStack(t)

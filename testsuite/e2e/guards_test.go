@@ -68,6 +68,7 @@ func (s *stack) paid(t *testing.T, bookings ...string) (sum int64, n int) {
 // ledger's sum is the budget used up (to within a refund, or past it by
 // what it counted twice), of which the desk paid what it paid. The ledger continued as new on the way.
 func TestFleetBudgetHoldsAcrossCrashesAndRestarts(t *testing.T) {
+	longSuite(t)
 	s, _, pol := guardsStack(t)
 	flags := []string{"--policy", pol, "--ledger-updates-per-run", "100"}
 	w := s.startWorkerProc("worker 1", nil, flags...)

@@ -144,6 +144,7 @@ func TestMCPFilesystemReadTwiceIsOneCall(t *testing.T) {
 // from the journal, so the file is not written again (its mtime, to the
 // nanosecond, is the first write's).
 func TestMCPFilesystemWriteGatedExactlyOnceAcrossACrash(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	dir, file := mcpShare(t, "before\n")
 	cfg := mcpFilesFile(t, dir)

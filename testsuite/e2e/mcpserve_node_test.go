@@ -102,6 +102,7 @@ func (n nodeClient) do(args ...string) nodeReply {
 }
 
 func TestMCPServeNodeClient(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	sdk := testenv.MCPNodeSDK(t)
 	if _, err := exec.LookPath("node"); err != nil {

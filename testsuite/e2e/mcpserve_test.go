@@ -126,6 +126,7 @@ func checkMCPScenarios(t *testing.T, s *stack, cs *mcp.ClientSession, id string)
 // is durable, and the client calling again after the restart attaches to
 // it — one side effect, and the result.
 func TestMCPServeKillWhileWaiting(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	ms := newMCPStack(t, "alice")
 	s, m, tokens, tok := ms.stack, ms.m, ms.tokens, ms.tok

@@ -17,6 +17,7 @@ import (
 // starts, exactly one notification arrives — none lost, none twice — and
 // the decision's notification after it, once.
 func TestKilledBeforeTheNotificationNotifiesOnceAfterRestart(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	s := newStack(t)
 	hook := newRecorder(t, 200)

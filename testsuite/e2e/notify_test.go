@@ -236,6 +236,7 @@ func flip(c byte) string {
 // tried NotifyAttempts times and no more, the decision goes through while
 // they fail, and the trace says what failed.
 func TestFailingTargetsNeverHoldUpTheRun(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	s := newStack(t)
 	r := newNotifyRig(t, "")

@@ -22,6 +22,7 @@ import (
 // and workers killed -9 while runs wait and right after a side effect.
 // Skipped without PostgreSQL (pgtest), failed under TOOLGATE_REQUIRE_POSTGRES=1.
 func TestOnPostgres(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	for name, test := range map[string]func(*testing.T, *stack){
 		"walk-through":                  testSeedWalkThroughThroughTheClientAPI,

@@ -175,6 +175,7 @@ func TestRewindBeforeTheRefund(t *testing.T) {
 // after it run again, the refund waits again, and approved again each acts
 // once in all; the rewound history replays.
 func TestRewindAcrossContinueAsNewWithTheWorkerKilled(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	s := newStack(t)
 	a := s.startWorkerProc("worker A", nil)

@@ -14,6 +14,7 @@ import (
 // policy), and exits non-zero; a run no worker takes within the wait's
 // bound is started, and it says that no worker has picked it up.
 func TestRunSaysWhenTheWorkerRefusedIt(t *testing.T) {
+	longSuite(t)
 	t.Parallel()
 	s := newStack(t)
 	dir := t.TempDir()

@@ -28,6 +28,7 @@ import (
 // hands the next run its predecessor's input, and with it a client-written
 // carry; a run that waits is flooded with refused signals of 1.9 MB.
 func TestTrustSecondPassStarts(t *testing.T) {
+	longSuite(t)
 	s := newStack(t)
 	s.startWorker(false) // no --allow-auto-approve
 	d := s.openDesk()

@@ -298,6 +298,7 @@ func TestARogueWorkersPermitIsRefused(t *testing.T) {
 // A destructive permit's claim on the server: the same activity (a retry,
 // after the marker closed) takes it again; any other is refused.
 func TestAPermitIsClaimedOnceOnTheServer(t *testing.T) {
+	longSuite(t)
 	s := newStack(t)
 	cl := permit.TemporalClaimer{Client: s.client, Namespace: s.server.Namespace()}
 	c := permit.Claims{ID: permit.IDFor("wf", "run", "c-1"), WorkflowID: "wf", CallID: "c-1"}

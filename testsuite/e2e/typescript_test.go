@@ -45,6 +45,7 @@ import (
 // and started again; then the operator approves, and the workflow — replayed
 // by the new worker — completes with the closed ticket, closed once.
 func TestTypeScriptWorkflowCallsTheGateAcrossItsWorkersKill(t *testing.T) {
+	longSuite(t)
 	ex := compileTSExample(t)
 	s := newNexusStack(t)
 	s.startWorker(false)
@@ -183,6 +184,7 @@ func readAttempts(t *testing.T, dir string) []tsAttempt {
 // between paying and answering, and the retry — after the tool's timeout, on
 // the worker started again — finds the payment made under the same key.
 func TestTypeScriptToolPaysOnceAcrossItsWorkersKill(t *testing.T) {
+	longSuite(t)
 	ex := compileTSExample(t)
 	tools, err := remotetools.Load(filepath.Join("..", "..", "examples", "tools-remote.yaml"))
 	if err != nil {
