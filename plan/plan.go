@@ -11,8 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/tool"
 )
 
@@ -235,8 +235,5 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return text.Cut(s, n) + "…"
 }
