@@ -179,7 +179,11 @@ func (s *stack) startRogue(mallory ed25519.PrivateKey) sdkworker.Worker {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	w := sdkworker.New(s.client, workflows.TaskQueue, sdkworker.Options{})
+	// Workflow tasks and local activities only: an activity task of a tool
+	// it does not host, taken here, would fail with "unable to find
+	// activityType" before the real worker could refuse its permit (the
+	// test failed so, now and then, when the rogue won the poll).
+	w := sdkworker.New(s.client, workflows.TaskQueue, sdkworker.Options{LocalActivityWorkerOnly: true})
 	tools := map[string]bool{}
 	for _, tl := range opts.Tools {
 		tools[tl.Spec.Name] = true
