@@ -72,6 +72,7 @@
   let signer = null; // {name, key}: in page memory only
   let pages = ['']; // page tokens; the last is the page shown
   let timer = null, inflight = false, again = false;
+  let offlineSince = null; // when the list last failed to load: the cards are then as last seen
 
   // text sets el's text to s, each control or bidi character shown as a
   // mark (a span of class ctl). Only ever text: never HTML.
@@ -208,6 +209,7 @@
     const buttons = el.querySelectorAll('button');
     buttons.forEach((b) => { b.disabled = true; });
     try {
+      if (offlineSince) throw new Error('not sent: the list could not be loaded since ' + offlineSince.toLocaleTimeString() + ', so this card may be out of date; wait until the page is live again');
       let edited = '', editedJSON = '', responseJSON = '', responded = '';
       if (respond) {
         let tree;
@@ -249,7 +251,7 @@
       say(msg, e.message, 'bad');
       notice(c.run + ' ' + c.call_id + ': ' + e.message, 'bad');
     } finally {
-      buttons.forEach((b) => { b.disabled = false; });
+      buttons.forEach((b) => { b.disabled = !!offlineSince; });
     }
   }
 
@@ -532,6 +534,16 @@
     if (list.failed.length) showError('runs that could not be read: ' + list.failed.map((f) => f.run + ' (' + f.error + ')').join('; '));
   }
 
+  // setStale marks every card as out of date (the list failed to load) and
+  // disables its buttons, or, when the list loads again, clears the mark.
+  function setStale(on) {
+    if (!on) offlineSince = null;
+    for (const el of cards.values()) {
+      el.classList.toggle('stale', on);
+      el.querySelectorAll('button').forEach((b) => { b.disabled = on; });
+    }
+  }
+
   function showError(s) {
     const e = $('error');
     e.hidden = !s;
@@ -549,14 +561,25 @@
       if (r) p.set('run', r);
       if (page && !r) p.set('page', page);
       const resp = await fetch('/api/pending?' + p, { credentials: 'same-origin', headers: { 'X-Toolgate-Inbox': '1' } });
-      const list = await resp.json();
-      if (!resp.ok) throw new Error(list.error || 'HTTP ' + resp.status);
+      const list = await resp.json().catch(() => ({ error: 'HTTP ' + resp.status + ', not the inbox\'s answer' }));
+      if (!resp.ok || !list.calls) throw new Error(list.error || 'HTTP ' + resp.status);
       showError('');
       render(list);
       text($('live'), 'live · ' + list.calls.length + ' waiting · ' + new Date().toLocaleTimeString());
+      if (offlineSince) setStale(false);
     } catch (e) {
-      showError('cannot list waiting calls: ' + e.message);
-      text($('live'), 'offline, retrying');
+      offlineSince = offlineSince || new Date();
+      setStale(true);
+      const since = offlineSince.toLocaleTimeString(), n = cards.size;
+      const shown = n ? ' The ' + (n === 1 ? 'call' : n + ' calls') + ' below ' + (n === 1 ? 'is' : 'are') +
+        ' as last seen and cannot be decided here until the list loads again.' : '';
+      if (e instanceof TypeError) { // fetch itself failed: nothing answered
+        showError('The inbox server does not answer (since ' + since + ').' + shown +
+          ' If the demo or toolgate inbox exited, its runs still wait in Temporal: start it again, or decide with toolgate pending and toolgate approve.');
+      } else {
+        showError('Cannot list waiting calls (since ' + since + '): ' + e.message + '.' + shown);
+      }
+      text($('live'), 'offline since ' + since + ', retrying');
     } finally {
       inflight = false;
       if (again) { again = false; refresh(); } else timer = setTimeout(refresh, POLL_MS);
