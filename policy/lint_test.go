@@ -30,6 +30,7 @@ func parseWithKeys(t *testing.T, src string) *policy.Policy {
 const warnPolicy = `
 approvers:
   bob: {key: "", roles: [finance]}
+  carol: {key: "", roles: [finance]}
 tools:
   refund:
     rules:
@@ -66,6 +67,7 @@ func TestWarnNoneWithoutAllowBeforeDeny(t *testing.T) {
 	p := parseWithKeys(t, `
 approvers:
   bob: {key: "", roles: [finance]}
+  carol: {key: "", roles: [finance]}
 tools:
   refund:
     rules:
@@ -74,6 +76,52 @@ tools:
       - {id: small-refunds, when: "args.amount_cents <= 5000", decide: allow}
 `)
 	assert.Empty(t, p.Warnings())
+}
+
+// A quorum that needs every approver who may give it can never be met in a
+// run one of them requested or forked (self-approval is refused): a warning
+// names its place, the approvers and what to change, for a tool's, a rule's
+// and a guard's block, and for a policy of one approver. A quorum one short
+// of its holders, or a rule's approvers under allow, is no warning.
+func TestWarnQuorumThatNeedsEveryHolder(t *testing.T) {
+	p := parseWithKeys(t, `
+approvers:
+  alice: {key: "", roles: [support]}
+  bob: {key: "", roles: [finance]}
+  carol: {key: "", roles: [finance]}
+tools:
+  close_ticket:
+    approvers: {roles: [support]}
+  refund:
+    rules:
+      - {id: mid-refunds, when: "args.amount_cents > 5000", decide: ask, approvers: {roles: [finance]}}
+      - {id: large-refunds, when: "args.amount_cents > 20000", decide: ask, approvers: {roles: [finance], count: 2}}
+    approvers: {roles: [finance, support], count: 2}
+  wire:
+    approvers: {count: 3}
+guards:
+  - {id: daily, kind: budget, tools: [refund], amount: "args.amount_cents", limit: 100000, window: 24h, exceed: ask, approvers: {roles: [finance], count: 2}}
+`)
+	assert.Equal(t, []string{
+		"tools.close_ticket.approvers: 1 approval needed and only 1 approver holds one of [support] (alice): " +
+			"a run alice requests or forks can never get it, since self-approval is refused; give another approver one of [support]",
+		"tools.refund.rules[1].approvers (rule large-refunds): 2 approvals needed and only 2 approvers hold one of [finance] (bob, carol): " +
+			"a run one of them requests or forks can never get them, since self-approval is refused; give another approver one of [finance], or lower count",
+		"tools.wire.approvers: 3 approvals needed and only 3 approvers are declared (alice, bob, carol): " +
+			"a run one of them requests or forks can never get them, since self-approval is refused; declare another approver, or lower count",
+		"guards[0].approvers (guard daily): 2 approvals needed and only 2 approvers hold one of [finance] (bob, carol): " +
+			"a run one of them requests or forks can never get them, since self-approval is refused; give another approver one of [finance], or lower count",
+	}, p.Warnings())
+
+	one := parseWithKeys(t, `
+approvers:
+  bob: {key: "", roles: [finance]}
+tools:
+  refund:
+    approvers: {roles: [finance]}
+`)
+	assert.Equal(t, []string{"approvers: only bob is declared: a run bob requests or forks can never be approved, " +
+		"since self-approval is refused; declare a second approver"}, one.Warnings())
 }
 
 func mustEngine(t *testing.T, p *policy.Policy) *policy.Engine {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -115,17 +116,9 @@ func linksNote(links []LinkProof, dropped int) string {
 	case len(links) == 0:
 		return ""
 	case dropped > 0:
-		return fmt.Sprintf("; %s, %d of them not kept (at most %d a wait, each named and of a known channel): those decide nothing", plural(len(links), "link"), dropped, MaxLinkProofs)
+		return fmt.Sprintf("; %s, %d of them not kept (at most %d a wait, each named and of a known channel): those decide nothing", text.Count(len(links), "link"), dropped, MaxLinkProofs)
 	}
-	return "; " + plural(len(links), "link")
-}
-
-// plural is "1 link", "3 links".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return "; " + text.Count(len(links), "link")
 }
 
 // From rules version 13 a delivery's result is no proof of what it sent:

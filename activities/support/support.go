@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/tool"
 )
@@ -38,15 +39,15 @@ const (
 // plan.ActivityName(plan.KindSupport). It returns the next calls to make, or
 // the answer.
 func Plan(ctx context.Context, req plan.Request) (plan.Decision, error) {
-	text, turn := currentTurn(req)
-	topic := Topic(text)
+	msg, turn := currentTurn(req)
+	topic := Topic(msg)
 	if topic == "" {
 		return answer("Which tickets should I look for? Name a topic, for example \"find the login ticket and close it\"."), nil
 	}
 	if missing := missingTools(req.Tools, searchTool); missing != "" {
 		return answer(fmt.Sprintf("I cannot search tickets: no %s tool is registered.", missing)), nil
 	}
-	closing := wantsClose(text)
+	closing := wantsClose(msg)
 	searchArgs := mustJSON(map[string]string{"query": topic})
 
 	searches, failed := searchesFor(turn, topic)
@@ -61,7 +62,7 @@ func Plan(ctx context.Context, req plan.Request) (plan.Decision, error) {
 		return answer(fmt.Sprintf("No ticket matches %q.", topic)), nil
 	}
 	if !closing {
-		return answer(fmt.Sprintf("Found %s for %q: %s.", plural(len(found), "ticket"), topic, list(found))), nil
+		return answer(fmt.Sprintf("Found %s for %q: %s.", text.Count(len(found), "ticket"), topic, list(found))), nil
 	}
 	if len(searches) == 1 {
 		// Search once more with the same arguments: confirm the ticket is
@@ -245,13 +246,6 @@ func reason(e plan.Entry) string {
 		return r
 	}
 	return "no reason given; status " + e.Status
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // missingTools returns the first of names not among the registered tools, or

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/encryption"
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -115,9 +116,9 @@ func (t *tally) add(w io.Writer, name string, rep audit.Report) {
 // total prints the totals over n histories (what: "history", "run").
 func (t *tally) total(w io.Writer, n int, what string) {
 	fmt.Fprintf(w, "\ntotal: %s in %s, %d not verified; %s checked, %d not matching what let them run",
-		plural(t.decisions, "decision"), plural(n-t.unreadable, what), t.unverified, plural(t.executed, "executed call"), t.mismatched)
+		text.Count(t.decisions, "decision"), text.Count(n-t.unreadable, what), t.unverified, text.Count(t.executed, "executed call"), t.mismatched)
 	if t.principals {
-		fmt.Fprintf(w, "; %s checked for who wrote them, %d by neither a worker nor the server", plural(t.checked, "event"), t.unvouched)
+		fmt.Fprintf(w, "; %s checked for who wrote them, %d by neither a worker nor the server", text.Count(t.checked, "event"), t.unvouched)
 	}
 	fmt.Fprintln(w)
 }
@@ -127,19 +128,19 @@ func (t *tally) total(w io.Writer, n int, what string) {
 func (t *tally) err(n int, what string) error {
 	var fails []string
 	if t.failed > 0 {
-		fails = append(fails, plural(t.failed, "decision")+" not verified")
+		fails = append(fails, text.Count(t.failed, "decision")+" not verified")
 	}
 	if t.mismatched > 0 {
-		fails = append(fails, plural(t.mismatched, "executed call")+" not matching what let it run")
+		fails = append(fails, text.Count(t.mismatched, "executed call")+" not matching what let it run")
 	}
 	if t.unvouched > 0 {
-		fails = append(fails, plural(t.unvouched, "event")+" written by neither a worker nor the server")
+		fails = append(fails, text.Count(t.unvouched, "event")+" written by neither a worker nor the server")
 	}
 	if t.authority > 0 {
-		fails = append(fails, plural(t.authority, "event")+" of the authority namespace written by neither a worker nor the server")
+		fails = append(fails, text.Count(t.authority, "event")+" of the authority namespace written by neither a worker nor the server")
 	}
 	if t.otherPolicy > 0 {
-		fails = append(fails, fmt.Sprintf("%s held to a policy other than %s", plural(t.otherPolicy, "run"), t.policyFile))
+		fails = append(fails, fmt.Sprintf("%s held to a policy other than %s", text.Count(t.otherPolicy, "run"), t.policyFile))
 	}
 	switch {
 	case len(fails) > 0:
@@ -202,7 +203,7 @@ func printAudit(w io.Writer, file string, rep audit.Report) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "%s, %d not verified", plural(len(rep.Entries), "decision"), rep.Unverified())
+	fmt.Fprintf(w, "%s, %d not verified", text.Count(len(rep.Entries), "decision"), rep.Unverified())
 	if n := len(rep.Failed()); n > 0 {
 		fmt.Fprintf(w, ", %d of them FAIL the audit", n)
 	}
@@ -222,7 +223,7 @@ func printWriters(w io.Writer, rep audit.Report) {
 	bad := rep.Unvouched()
 	if len(bad) == 0 {
 		fmt.Fprintf(w, "%s checked for who wrote them (workflow tasks answered, activities closed, resets, terminations): each by a worker or the server\n",
-			plural(len(rep.Writers), "event"))
+			text.Count(len(rep.Writers), "event"))
 		return
 	}
 	fmt.Fprintln(w, "events written by neither a worker nor the server (by the server's principal):")
@@ -236,7 +237,7 @@ func printWriters(w io.Writer, rep audit.Report) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", x.EventID, x.EventType, cell(x.Principal(), 80), truncate(oneLine(check), 1200))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s checked for who wrote them, %d of them by neither a worker nor the server: they FAIL the audit\n", plural(len(rep.Writers), "event"), len(bad))
+	fmt.Fprintf(w, "%s checked for who wrote them, %d of them by neither a worker nor the server: they FAIL the audit\n", text.Count(len(rep.Writers), "event"), len(bad))
 }
 
 // printExecutions prints the calls the run executed that needed a decision,
@@ -267,7 +268,7 @@ func printExecutions(w io.Writer, rep audit.Report) {
 			dash(short(x.Digest)), cell(x.By, 40), truncate(oneLine(check), 1200))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s checked", plural(len(rep.Executions), "executed call"))
+	fmt.Fprintf(w, "%s checked", text.Count(len(rep.Executions), "executed call"))
 	if unbound > 0 {
 		fmt.Fprintf(w, ", %d not tied (the history cannot tell)", unbound)
 	}
@@ -302,14 +303,4 @@ func approverNames(p *policy.Policy) string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")
-}
-
-func plural(n int, what string) string {
-	switch {
-	case n == 1:
-		return "1 " + what
-	case strings.HasSuffix(what, "y"):
-		return fmt.Sprintf("%d %sies", n, what[:len(what)-1])
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -222,9 +222,12 @@ func shadowedPolicy(t *testing.T) string {
 	t.Helper()
 	pub, _, err := signed.GenerateKey()
 	require.NoError(t, err)
+	pub2, _, err := signed.GenerateKey()
+	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shadowed.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(`approvers:
   bob: {key: "`+signed.FormatPublicKey(pub)+`", roles: [finance]}
+  carol: {key: "`+signed.FormatPublicKey(pub2)+`", roles: [finance]}
 tools:
   refund:
     rules:

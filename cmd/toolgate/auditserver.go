@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/audit"
 	"github.com/toolgate/toolgate/authority"
 	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -81,7 +82,7 @@ const maxNamespaceLines = 200
 // printNamespace prints a namespace's audit: the events written by neither
 // a worker nor the server, if any.
 func printNamespace(w io.Writer, rep audit.NamespaceReport) {
-	fmt.Fprintf(w, "authority namespace %s: %s read\n", oneLine(rep.Namespace), plural(rep.Executions, "execution"))
+	fmt.Fprintf(w, "authority namespace %s: %s read\n", oneLine(rep.Namespace), text.Count(rep.Executions, "execution"))
 	if rep.Executions == 0 {
 		fmt.Fprintln(w, "nothing was written there yet (no use claimed, no link or rewind recorded, no fleet ledger)")
 	}
@@ -92,7 +93,7 @@ func printNamespace(w io.Writer, rep audit.NamespaceReport) {
 		return
 	}
 	if len(rep.Unvouched) == 0 {
-		fmt.Fprintf(w, "%s written by a call, each by a worker or the server\n", plural(rep.Events, "event"))
+		fmt.Fprintf(w, "%s written by a call, each by a worker or the server\n", text.Count(rep.Events, "event"))
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -109,5 +110,5 @@ func printNamespace(w io.Writer, rep audit.NamespaceReport) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", cell(x.WorkflowID, 80), x.EventID, x.EventType, cell(x.Principal(), 80), truncate(oneLine(check), 600))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s written by a call, %d of them by neither a worker nor the server: they FAIL the audit\n", plural(rep.Events, "event"), len(rep.Unvouched))
+	fmt.Fprintf(w, "%s written by a call, %d of them by neither a worker nor the server: they FAIL the audit\n", text.Count(rep.Events, "event"), len(rep.Unvouched))
 }

@@ -13,6 +13,7 @@ import (
 
 	tgclient "github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/connect"
+	"github.com/toolgate/toolgate/internal/text"
 	"github.com/toolgate/toolgate/ledger"
 	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/signed"
@@ -339,7 +340,7 @@ func (c *cli) reportPauses(ctx context.Context, cl *tgclient.Client, id string, 
 		if paused > 1 {
 			what = "their tools are paused"
 		}
-		return &exitError{code: 1, err: fmt.Errorf("%s approved while %s: nothing runs until it is unpaused", plural(paused, "call"), what)}
+		return &exitError{code: 1, err: fmt.Errorf("%s approved while %s: nothing runs until it is unpaused", text.Count(paused, "call"), what)}
 	}
 	return nil
 }
@@ -442,5 +443,5 @@ func noneRan(trace []workflows.TraceRecord) error {
 		why = append(why, fmt.Sprintf("and %d more", len(calls)-3))
 	}
 	return &exitError{code: 3, err: fmt.Errorf("the run completed, but none of its %s ran: %s (toolgate trace ID shows each)",
-		plural(len(calls), "call"), strings.Join(why, "; "))}
+		text.Count(len(calls), "call"), strings.Join(why, "; "))}
 }

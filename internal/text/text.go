@@ -1,8 +1,10 @@
-// Package text holds the one way toolgate cuts text to a byte bound.
+// Package text holds the one way toolgate cuts text to a byte bound, and
+// counts things in words.
 package text
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -28,4 +30,16 @@ func Clip(s string, n int) string {
 	}
 	marker := fmt.Sprintf("…[truncated: %d bytes in all]", len(s))
 	return Cut(s, n-len(marker)) + marker
+}
+
+// Count is n and noun, plural unless n is 1: "1 link", "3 links",
+// "2 replies" (a noun ending in a consonant and y).
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if k := len(noun); k > 1 && noun[k-1] == 'y' && !strings.ContainsRune("aeiou", rune(noun[k-2])) {
+		return fmt.Sprintf("%d %sies", n, noun[:k-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

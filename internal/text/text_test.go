@@ -15,3 +15,17 @@ func TestCutNeverSplitsARune(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 approvals", 1: "1 approval", 2: "2 approvals"} {
+		if got := Count(n, "approval"); got != want {
+			t.Errorf("Count(%d, approval) = %q, want %q", n, got, want)
+		}
+	}
+	if got := Count(3, "reply"); got != "3 replies" {
+		t.Errorf("Count(3, reply) = %q", got)
+	}
+	if got := Count(2, "key"); got != "2 keys" {
+		t.Errorf("Count(2, key) = %q", got)
+	}
+}
