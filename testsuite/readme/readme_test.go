@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -42,15 +44,46 @@ func TestPagesRunAsWritten(t *testing.T) {
 }
 
 // A newcomer's path, in one directory, in the order they read: the README,
-// then docs/library.md, then docs/guards.md (issue #46: guards.md's first
-// block failed after the README's demo had made the same keys). Between two
-// pages the reader stops what the last one left running (Ctrl-C), as the
-// pages say to.
+// then every docs page in the order of the README's Reference table
+// (issue #46: docs/guards.md's first block failed after the README's demo
+// had made the same keys; docs/inbox.md's run found its ticket closed by
+// the README's walk). Between two pages the reader stops what the last one
+// left running (Ctrl-C), as the pages say to.
 func TestPagesRunInReadingOrder(t *testing.T) {
+	runInOrder(t, readingOrder(t, moduleRoot(t)))
+}
+
+// readingOrder is the README, then the pages its Reference table links, in
+// its order; a docs page the table leaves out fails the test.
+func readingOrder(t *testing.T, root string) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(src), "\n## Reference\n")
+	if !ok {
+		t.Fatal("README.md has no Reference section")
+	}
+	order := []string{"README.md"}
+	for _, m := range regexp.MustCompile(`(?m)^\| \[docs/([a-z0-9-]+\.md)\]`).FindAllStringSubmatch(table, -1) {
+		order = append(order, filepath.Join("docs", m[1]))
+	}
+	for _, page := range pagesOf(t, root) {
+		if !slices.Contains(order, page) {
+			t.Errorf("%s is not in the README's Reference table: a newcomer does not find it", page)
+		}
+	}
+	return order
+}
+
+// runInOrder runs pages one after the other in one directory; between two
+// pages the reader stops what the last one left running.
+func runInOrder(t *testing.T, pages []string) {
 	root := moduleRoot(t)
 	bin := buildToolgate(t, root)
 	p := newPage(t, root, bin)
-	for _, page := range []string{"README.md", filepath.Join("docs", "library.md"), filepath.Join("docs", "guards.md")} {
+	for _, page := range pages {
 		src, err := os.ReadFile(filepath.Join(root, page))
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +92,7 @@ func TestPagesRunInReadingOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.runID = ""
 		p.run(blocks)
 		if t.Failed() {
 			t.Fatalf("%s, read after the pages before it, failed (each page alone: TestPagesRunAsWritten)", page)
@@ -77,6 +111,22 @@ type page struct {
 	bg      []*background
 	ran     int
 	skipped []string
+	// runID is the id the last `toolgate run --id ID` block gave its run:
+	// the card the inbox step approves (earlier pages may leave other
+	// runs waiting in the same data directory).
+	runID string
+}
+
+var runIDFlag = regexp.MustCompile(`toolgate run (?:.* )?--id ([A-Za-z0-9._-]+)`)
+
+// noteRun remembers the run id block b starts, if it names one.
+func (p *page) noteRun(b Block) {
+	switch m := runIDFlag.FindStringSubmatch(b.Code); {
+	case m != nil:
+		p.runID = m[1]
+	case strings.Contains(b.Code, "toolgate demo"):
+		p.runID = "" // the demo's run has an id of its own: the inbox lists it alone
+	}
 }
 
 func newPage(t *testing.T, root, bin string) *page {
@@ -138,8 +188,10 @@ func (p *page) run(blocks []Block) {
 		case SameAs:
 			p.sameAs(b)
 		case Run:
+			p.noteRun(b)
 			p.foreground(b)
 		case Background:
+			p.noteRun(b)
 			p.start(b)
 		case Approve:
 			p.approve(b)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -99,26 +101,40 @@ func (p *page) approve(b Block) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
 		p.t.Fatalf("%s: opening %s: %v", b.Where(), m[1], err)
 	}
-	if _, err := chromedp.Run(ctx, poll(`document.querySelectorAll('.card .approve').length === 1`)); err != nil {
-		p.t.Fatalf("%s: the inbox at %s never listed one call to approve: %v\n--- output\n%s", b.Where(), m[1], err, bg.out)
+	// The card of the run the page started (a newcomer who read other pages
+	// first may have other runs waiting), or the one card listed.
+	cardSel, listed, gone := ".card", `document.querySelectorAll('.card .approve').length === 1`, `document.querySelectorAll('.card').length === 0`
+	if p.runID != "" {
+		cardSel = fmt.Sprintf(".card[data-run=%q]", p.runID)
+		listed = fmt.Sprintf("document.querySelectorAll(%q).length === 1", cardSel+" .approve")
+		gone = fmt.Sprintf("document.querySelector(%q) === null", cardSel)
 	}
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#name"), "alice"), chromedp.Click(chromedp.CSS(".card .approve"))); err != nil {
+	if _, err := chromedp.Run(ctx, poll(listed)); err != nil {
+		says, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('live').textContent + ' | ' + document.getElementById('error').textContent + ' | ' + document.getElementById('calls').textContent.slice(0, 2000)`))
+		p.t.Fatalf("%s: the inbox at %s never listed one call to approve (%s): %v; the page says: %s\n--- output\n%s", b.Where(), m[1], cardSel, err, says, bg.out)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#name"), "alice"), chromedp.Click(chromedp.CSS(cardSel+" .approve"))); err != nil {
 		p.t.Fatalf("%s: approving in the inbox: %v", b.Where(), err)
 	}
-	if _, err := chromedp.Run(ctx, poll(`document.querySelectorAll('.card').length === 0`)); err != nil {
+	if _, err := chromedp.Run(ctx, poll(gone)); err != nil {
 		msg, _ := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS("#calls")))
 		p.t.Fatalf("%s: the approved call is still listed (%v); the page says: %s", b.Where(), err, msg)
 	}
 }
 
-// approveByAPI lists the inbox's one waiting call and approves it as alice,
+// approveByAPI lists the inbox's one waiting call (of the page's run, if it
+// started one by id) and approves it as alice,
 // with the headers and the digest the page would send.
 func (p *page) approveByAPI(b Block, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var list inbox.List
+	query := ""
+	if p.runID != "" {
+		query = "?run=" + url.QueryEscape(p.runID)
+	}
 	for len(list.Calls) != 1 {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/pending", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/pending"+query, nil)
 		req.Header.Set(inbox.Header, "1")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
