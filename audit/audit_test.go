@@ -22,11 +22,16 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-const histories = "../testsuite/histories"
+// histories are the recorded fixtures; retired those of retired rules
+// versions, audited as recorded (an audit runs no workflow code).
+const (
+	histories = "../testsuite/histories"
+	retired   = "../testsuite/histories/retired"
+)
 
 func fixture(t *testing.T, name string, pol *policy.Policy) audit.Report {
 	t.Helper()
-	rep, err := audit.File(filepath.Join(histories, name), pol)
+	rep, err := audit.File(filepath.Join(retired, name), pol)
 	require.NoError(t, err)
 	return rep
 }
@@ -118,7 +123,7 @@ func TestUnsignedFixtures(t *testing.T) {
 // edit rewrites a fixture and writes it to a temporary file.
 func edit(t *testing.T, name string, change func(*historypb.History)) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(histories, name))
+	f, err := os.Open(filepath.Join(retired, name))
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})

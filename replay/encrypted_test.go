@@ -24,7 +24,7 @@ var encrypted = filepath.Join(histories, "encrypted")
 // testKeyID is the id of the one key of encrypted/test.keys.
 const testKeyID = "test-key-protects-nothing"
 
-var encryptedFixtures = []string{"approve_v5.json", "policy_quorum_v5.json"}
+var encryptedFixtures = []string{"approve_v16.json", "policy_quorum_v16.json"}
 
 // testKeyring loads encrypted/test.keys from a private copy: git keeps no
 // mode but the executable bit, so the checked-out file is 0644, which
@@ -92,14 +92,14 @@ func TestEncryptedHistoriesNeedTheKey(t *testing.T) {
 // decision of the encrypted policy_quorum fixture (dave's start, bob's and
 // carol's approvals) and ties the refund to them; without it, it refuses.
 func TestEncryptedHistoryAudits(t *testing.T) {
-	file := filepath.Join(encrypted, "policy_quorum_v5.json")
+	file := filepath.Join(encrypted, "policy_quorum_v16.json")
 	rep, err := audit.File(file, nil, audit.WithKeyring(testKeyring(t)))
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Entries)
 	require.Empty(t, rep.Failed())
 	require.Empty(t, rep.Mismatches())
 	require.NotEmpty(t, rep.Executions)
-	require.Equal(t, 5, rep.Version)
+	require.Equal(t, 16, rep.Version)
 	signedN := 0
 	for _, e := range rep.Entries {
 		if e.Signed() {

@@ -55,7 +55,7 @@ func TestReplayOfAMissingOrBadFileSaysSo(t *testing.T) {
 // lacks its key, or holds another key under its key's id, that the key file
 // does not decrypt it. Neither is a nondeterminism.
 func TestReplayOfAnEncryptedHistorySaysWhichKey(t *testing.T) {
-	file := filepath.Join(encrypted, "approve_v5.json")
+	file := filepath.Join(encrypted, "approve_v16.json")
 	err := replay.File(file)
 	requireKind(t, err, replay.ErrNeedsKey)
 	require.Contains(t, err.Error(), "its payloads are encrypted (key "+testKeyID+"): pass --encryption-key-file FILE")

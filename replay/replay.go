@@ -61,6 +61,10 @@ var (
 	// code, which changed incompatibly (guard the change with
 	// workflow.GetVersion).
 	ErrNondeterministic = errors.New("nondeterministic")
+	// ErrRetired: the history is of a run started under a rules version
+	// this build no longer runs (workflows.RetiredMessage): replay it with
+	// a build that runs it (docs/versions.md).
+	ErrRetired = errors.New("retired rules version")
 	// ErrReplayFailed: the replay failed otherwise (the workflow panicked,
 	// say): not shown to be a nondeterminism.
 	ErrReplayFailed = errors.New("replay failed")
@@ -163,6 +167,9 @@ func FileWith(path string, wf any, opts ...Option) error {
 	// to continue as new), between its workflow tasks: the replayer checks
 	// it up to its last event.
 	if err := r.ReplayWorkflowHistoryWithOptions(logger, hist, ro); err != nil {
+		if msg, ok := workflows.RetiredIn(err.Error()); ok {
+			return &Error{Path: path, Kind: ErrRetired, Err: &causeError{err: err, msg: msg}}
+		}
 		kind := ErrReplayFailed
 		if nondeterministic(err) {
 			kind = ErrNondeterministic

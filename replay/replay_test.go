@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,17 +21,15 @@ import (
 // histories are the recorded fixtures (go run ./testsuite/histories/record).
 const histories = "../testsuite/histories"
 
-// flows are the fixtures that must be there: one per recorded flow.
+// flows are the fixtures that must be there: one per recorded flow, at a
+// rules version this build runs (workflows.Versions). The fixtures of
+// retired versions are under retired/ (TestRetiredHistoriesAreRefused).
 var flows = []string{
-	"cache_hit", "approve", "reject", "expire", "deny", "interrupt", "retry_fallback",
-	"parallel", "continue_as_new_first", "continue_as_new_last", "message", "support_planner",
-	"rewound_v7", "forked_v7", // rules version 7: a rewound run (its new run), a fork
-	"notified_v8",                           // rules version 8: notifications, a decision by link
-	"guarded_v10",                           // rules version 10: guards, reserved and settled in the fleet ledger
-	"ledger_v10",                            // the fleet ledger's own history (workflow ToolgateLedger)
-	"nexus_v10",                             // a session run driven through the Nexus service: calls proposed, one withdrawn
-	"nexus_call_v10", "nexus_withdrawn_v10", // the workflows behind two of its call operations
-	"remote_v10", // a run whose tools another worker hosts on its own task queue
+	// rules version 14: a rewind carried out by a worker; the fleet ledger
+	// keeping its pauses in its memo
+	"rewound_v14", "guarded_v14", "ledger_v14",
+	"ledger_v10", "ledger_v12", // the fleet ledger's histories of before (its own change ids)
+	"nexus_call_v10", "nexus_withdrawn_v10", // the workflows behind two Nexus call operations, before call-told
 	// rules version 15: the run tells a call's waiter; the call workflow
 	// (call-told 1) waits for that word instead of watching
 	"nexus_v15", "nexus_call_v15", "nexus_withdrawn_v15",
@@ -40,10 +39,17 @@ var flows = []string{
 	// the ledgers sharded per guard (ledger-shards 1): the task queue's,
 	// which keeps the pauses, and the budget's, which counts it
 	"guarded_v15_shards", "ledger_v15_shards", "ledger_guard_v15_shards",
-	// rules version 16: a rejected call; the scripted planner's answer says
-	// what did not run
-	"reject_v16",
+	// rules version 16: every flow again, recorded when versions 1 to 13
+	// retired (issue #47); a rejected call's scripted answer says what did
+	// not run
+	"reject_v16", "cache_hit_v16", "approve_v16", "expire_v16", "deny_v16", "interrupt_v16", "retry_fallback_v16",
+	"parallel_v16", "continue_as_new_v16_first", "continue_as_new_v16_last", "message_v16", "support_planner_v16",
+	"policy_rule_v16", "policy_quorum_v16", "policy_edit_v16", "park_v16_first", "park_v16_last", "outcomes_v16",
+	"external_v16", "remote_v16", "notified_v16", "rewound_v16", "forked_v16",
 }
+
+// retired holds the fixtures of rules versions this build no longer runs.
+var retired = filepath.Join(histories, "retired")
 
 // allFiles are every recorded history: AgentRun's and the fleet ledger's.
 func allFiles(t *testing.T) []string {
@@ -105,6 +111,28 @@ func TestHistoriesReplay(t *testing.T) {
 	files := allFiles(t)
 	require.Equal(t, len(files), len(historyFiles(t))+len(ledgerFiles(t))+len(callFiles(t)), "every history is AgentRun's, the ledger's or a Nexus call's")
 	require.NoError(t, replay.Dir(histories))
+}
+
+// TestRetiredHistoriesAreRefused: every history of a retired rules version
+// is refused as such (replay.ErrRetired), its error the worker's plain
+// words: the run's version, the versions this build runs, the build that
+// runs it — never a nondeterminism, never a stack trace.
+func TestRetiredHistoriesAreRefused(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(retired, "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 50)
+	v := workflows.Versions()
+	for _, f := range files {
+		err := replay.File(f)
+		require.Error(t, err, "%s replayed, but its rules version is retired", f)
+		requireKind(t, err, replay.ErrRetired)
+		msg := err.Error()
+		require.Contains(t, msg, fmt.Sprintf("this build runs rules versions %d to %d", v.Oldest, v.Current), f)
+		require.Contains(t, msg, v.RetiredBuild, f)
+		require.NotContains(t, msg, "goroutine", "%s: the refusal carries a stack trace", f)
+		require.NotContains(t, msg, nondeterminism, f)
+	}
+	t.Logf("%d retired histories refused; one says: %v", len(files), replay.File(files[0]))
 }
 
 // TestFileWithAgentRun: FileWith with the current AgentRun is File, for

@@ -84,16 +84,9 @@ type run struct {
 	forkStep []tool.Proposal
 	// claiming are the uses being claimed on the server now (spent.go).
 	claiming map[string]bool
-	// settling are the settlements signalled to the fleet ledger that
-	// Temporal has not delivered yet: the run waits for them before it
-	// closes (guards.go).
-	settling []workflow.Future
 	// held are the keys of this run's calls the ledger counts, reserved
 	// and not settled yet.
 	held map[string]bool
-	// commits are the keys of calls that ran, to commit with the run's next
-	// reservation (guards.go).
-	commits []string
 	// noted says whose rewind note this run took (rules version 9: one,
 	// the note of the reset that made it).
 	noted string
@@ -106,114 +99,6 @@ type run struct {
 	metrics client.MetricsHandler
 	shown   string // last status published to search attributes / details
 }
-
-// versionChangeID is the workflow.GetVersion change id of AgentRun's rules.
-// Each version is a change that would otherwise break the replay of runs
-// started before it (testsuite/histories keeps a history of each):
-//
-//	DefaultVersion  the first release
-//	1               a decision for a tool's own interrupt must say kind "interrupt"
-//	2               an approval's timeout timer is cancelled once the call is decided
-//	3               the trust boundary: a carry is read only from a run continued
-//	                from an AgentRun on the same task queue; a decision must
-//	                name the args_digest; idempotency keys name the chain's first
-//	                run; arguments over MaxArgsBytes are refused
-//	4               the worker's policy: rules, signed decisions, quorum,
-//	                edits, grants, a signed requester
-//	5               the trust boundary, second pass: a carry only from a run
-//	                that closed continued-as-new, no cron schedule; a rule
-//	                that cannot be evaluated fails closed to the strictest
-//	                verdict; every token taken once per run chain; a start
-//	                token signs the whole input; a waiting run continues as
-//	                new with its pending calls
-//	6               outcomes said exactly (edited, cancelled, responded)
-//	7               rewind and fork: an idempotency key names the call's
-//	                arguments too; a run takes the rewound signal; a fork
-//	                starts from its source's state, read by the worker
-//	8               notifications: a run tells the worker's --notify targets
-//	                of its waiting calls, decisions and end, by activity;
-//	                a decision may come by link (via), signed by the
-//	                policy's link_key
-//	9               the trust boundary, third pass: every token's use (and
-//	                a link's, per approver) is claimed outside the run, where
-//	                no reset rolls it back (spent.go); one signer holds at
-//	                most MaxTokensPerSigner tokens of a chain; a decision by
-//	                link carries the secret of a link the run's delivery sent
-//	                (links.go); a rewind's token names its reset, checked
-//	                against the reset event; a fork keeps its source's
-//	                requester and bars its forkers; approvers named rule:…
-//	                or grant:… are refused
-//	10              fleet guards: a call a guard covers (or, under a policy
-//	                with operators, any destructive call) is reserved with
-//	                the fleet ledger, checked again once decided, and
-//	                committed or released (guards.go)
-//	11              the trust boundary, fourth pass: each tool activity
-//	                carries a permit the worker signs in a local activity,
-//	                only for rules equal to its own (permit.go)
-//	12              authority lives where only workers can write: every use
-//	                is claimed in the authority namespace, by a local
-//	                activity, for its claimant (spent.go); settlements reach
-//	                the fleet ledger there, each commit when its call ran
-//	                (guards.go); approver names that look like a reserved
-//	                form are refused (approvals.go)
-//	13              a run keeps a link its delivery reports only if the
-//	                worker recorded it in the authority namespace before
-//	                sending it (links.go)
-//	14              a run takes a rewind note only if a worker recorded in
-//	                the authority namespace that it carried out the reset
-//	                that made the run (rewindact.go)
-//	15              a proposal may name a waiter the run signals when the
-//	                call ends (callended.go): a Nexus call polls nothing
-//	16              the scripted planner's answer says which calls did not
-//	                run and why, never the script's claim (plan.ScriptedAnswer)
-const (
-	versionChangeID = "decision-kind"
-	versionCurrent  = 16
-)
-
-// Versions of versionChangeID.
-const (
-	versionDecisionKind workflow.Version = 1
-	versionCancelTimers workflow.Version = 2
-	versionTrust        workflow.Version = 3
-	versionPolicy       workflow.Version = 4
-	versionTrust2       workflow.Version = 5
-	// versionOutcomes: a decision's outcome is said exactly — edited,
-	// cancelled and responded besides approved, rejected and expired — and
-	// the planner is told "not executed: …" for a call a human stopped.
-	versionOutcomes workflow.Version = 6
-	// versionRewind: rewind and fork (rewind.go, fork.go). A call's
-	// idempotency key names the digest of the arguments that run, so a call
-	// id a rewound run proposes again with other arguments is another key.
-	versionRewind workflow.Version = 7
-	// versionNotify: notifications (notify.go) and decisions by link (via).
-	versionNotify workflow.Version = 8
-	// versionTrust3: what a run chain has spent survives any reset, and who
-	// decides is proven by what an attacker on one host does not hold.
-	versionTrust3 workflow.Version = 9
-	// versionGuards: the fleet ledger's guards and pauses (guards.go).
-	versionGuards workflow.Version = 10
-	// versionPermit: the trust boundary, fourth pass — every tool activity
-	// (not a local one) carries a permit its worker signs (permit.go), and
-	// the worker signs only for rules equal to its own.
-	versionPermit workflow.Version = 11
-	// versionAuthority: the trust boundary, fourth pass (2 of 2) — uses
-	// are claimed, and settlements sent, in the authority namespace by
-	// local activities; look-alike and door names are refused.
-	versionAuthority workflow.Version = 12
-	// versionLinks: a delivery's links count only with their record in the
-	// authority namespace (LinksActivity): a delivery's result is no proof.
-	versionLinks workflow.Version = 13
-	// versionRewinds: a rewind is a worker's (rewindact.go); a run takes a
-	// rewind note only with the worker's record of the reset that made it.
-	versionRewinds workflow.Version = 14
-	// versionCallEnded: a proposal's waiter (Proposal.Notify) is signalled
-	// when its call ends (callended.go).
-	versionCallEnded workflow.Version = 15
-	// versionScriptedAnswer: a scripted turn whose calls did not all run
-	// is answered with what did not (plan.ScriptedAnswer).
-	versionScriptedAnswer workflow.Version = 16
-)
 
 // AgentRun runs an agent: it asks the planner for calls, puts each call
 // through gate → memo → run → fallback, feeds the outcomes back, and ends with
@@ -240,18 +125,19 @@ func agentRun(ctx workflow.Context, in RunInput, obs *Observer) (RunResult, erro
 	}
 	r.publish(ctx)
 	if r.in.Planner.Kind == plan.KindExternal {
-		res, err := r.externalLoop(ctx)
-		r.settled(ctx)
-		return res, err
+		return r.externalLoop(ctx)
 	}
-	res, err := r.loop(ctx)
-	r.settled(ctx)
-	return res, err
+	return r.loop(ctx)
 }
 
 // newRun validates the input and builds the run's state: fresh, or the state
 // carried over by continue-as-new.
 func newRun(ctx workflow.Context, in RunInput) (*run, error) {
+	// Runs started under older rules keep them, so their histories replay
+	// unchanged; a run of a retired version is refused before anything else,
+	// so nothing this build checks can end it (versions.go).
+	version := workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
+	retiredRun(ctx, version)
 	in = withDefaults(in)
 	if in.Fork != nil {
 		// A fork's settings are its source's: checked when it reads them
@@ -260,26 +146,23 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		return nil, err
 	}
 	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
-		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}, held: map[string]bool{}}
-	// Runs started under older rules keep them, so their histories replay unchanged.
-	r.version = workflow.GetVersion(ctx, versionChangeID, workflow.DefaultVersion, versionCurrent)
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}, held: map[string]bool{},
+		version: version}
 	c := in.Carry
-	if r.version >= versionTrust {
-		if in.invalid != nil {
-			return nil, errors.New(clip(in.invalid.Error(), MaxTextBytes))
-		}
-		if cron := workflow.GetInfo(ctx).CronSchedule; cron != "" && r.version >= versionTrust2 {
-			return nil, fmt.Errorf("cron schedule %q refused: each cron run of a workflow id would start with the input — and the idempotency keys — "+
-				"of the run before it; start runs on a schedule with a Temporal Schedule (temporal schedule create), which starts each run fresh", clip(cron, MaxNameBytes))
-		}
-		if c != nil && workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
-			return nil, errors.New("carry refused: only a run that continues as new may hand state to the next run " +
-				"(it would set the run's tools, policy switches, memo, trace and counters); start the run without it")
-		}
-		r.in.MemoBytes, r.in.MemoEntries = min(in.MemoBytes, MaxMemoBytes), min(in.MemoEntries, MaxMemoEntries)
-		r.in.HistoryLimit = min(in.HistoryLimit, MaxHistoryLimit)
-		in = r.in
+	if in.invalid != nil {
+		return nil, errors.New(clip(in.invalid.Error(), MaxTextBytes))
 	}
+	if cron := workflow.GetInfo(ctx).CronSchedule; cron != "" {
+		return nil, fmt.Errorf("cron schedule %q refused: each cron run of a workflow id would start with the input — and the idempotency keys — "+
+			"of the run before it; start runs on a schedule with a Temporal Schedule (temporal schedule create), which starts each run fresh", clip(cron, MaxNameBytes))
+	}
+	if c != nil && workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
+		return nil, errors.New("carry refused: only a run that continues as new may hand state to the next run " +
+			"(it would set the run's tools, policy switches, memo, trace and counters); start the run without it")
+	}
+	r.in.MemoBytes, r.in.MemoEntries = min(in.MemoBytes, MaxMemoBytes), min(in.MemoEntries, MaxMemoEntries)
+	r.in.HistoryLimit = min(in.HistoryLimit, MaxHistoryLimit)
+	in = r.in
 	if c == nil {
 		c = &Carry{Turn: 1, Transcript: []plan.Entry{{Role: plan.RoleUser, Text: in.Goal}}}
 	}
@@ -299,15 +182,13 @@ func (r *run) configure(ctx workflow.Context) error {
 		if err := workflow.ExecuteLocalActivity(lctx, ConfigActivity).Get(lctx, &r.Config); err != nil {
 			return fmt.Errorf("loading the worker's tools: %w", err)
 		}
-		if r.in.Fork != nil && r.version >= versionRewind {
+		if r.in.Fork != nil {
 			if err := r.fork(ctx); err != nil {
 				return err
 			}
 		}
-	} else if r.version >= versionTrust {
-		if err := r.checkChain(lctx); err != nil {
-			return err
-		}
+	} else if err := r.checkChain(lctx); err != nil {
+		return err
 	}
 	if r.policy == PolicyAlwaysApprove && !r.Config.AllowAutoApprove {
 		return fmt.Errorf("approval %q refused: this worker was not started allowing it (start it with --allow-auto-approve)", PolicyAlwaysApprove)
@@ -320,10 +201,8 @@ func (r *run) configure(ctx workflow.Context) error {
 		r.specs[s.Name] = s
 	}
 	r.tools = newValidator(r.specs)
-	if r.version >= versionPolicy {
-		if err := r.configurePolicy(ctx); err != nil {
-			return err
-		}
+	if err := r.configurePolicy(ctx); err != nil {
+		return err
 	}
 	r.ready = true
 	return nil
@@ -518,12 +397,10 @@ func (r *run) finish(ctx workflow.Context, status string) (RunResult, error) {
 	r.publish(ctx)
 	r.notifyEnd(ctx, status)
 	r.drainNotices(ctx)
-	if r.version >= versionTrust3 {
-		// A handler may be waiting for its claim on the server (spent.go): a
-		// grant or revoke accepted is applied before the run ends, and the
-		// result holds it.
-		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	}
+	// A handler may be waiting for its claim on the server (spent.go): a
+	// grant or revoke accepted is applied before the run ends, and the
+	// result holds it.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	return RunResult{Status: status, Answer: r.Answer, Error: r.errText, BlockedOn: r.blockedOn, Trace: r.Trace}, nil
 }
 

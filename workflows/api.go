@@ -219,8 +219,7 @@ type DecisionInput struct {
 	// Reason (reject) is fed back to the planner.
 	Reason string `json:"reason,omitempty"`
 	// ArgsDigest must equal the pending interrupt's args_digest (state shows
-	// it): the decision is bound to the exact arguments the approver saw. Runs
-	// started before rules version 3 accept a decision without it.
+	// it): the decision is bound to the exact arguments the approver saw.
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Kind must be "interrupt" to decide a call held by the tool's own check
 	// (next shows "interrupt:<tool>"), and may be empty or "gate" for a call

@@ -62,7 +62,6 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 		p.setNeed(r.engine.Policy().ToolApprovers(c.Tool), true)
 	}
 	p.proposed = p.need
-	r.flushCommits(ctx) // a human may take hours: the ledger shows what ran as committed meanwhile
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
 	r.notifyCall(ctx, NotifyWaiting, p, "", "")
@@ -106,7 +105,7 @@ func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approv
 	default:
 		c.Args = p.CallArgs // an approver's edit, if they made one
 		status := TraceApproved
-		if p.OriginalArgs != nil && r.version >= versionOutcomes {
+		if p.OriginalArgs != nil {
 			status = TraceEdited
 		}
 		r.record(*c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs, Via: p.viaText()})
@@ -119,13 +118,9 @@ func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approv
 // whether it was decided. Its timer is cancelled when the decision comes
 // first, so a decided call leaves no timer to fire (and wake the run) later.
 //
-// From rules version 5 it also parks: when the run is due to continue as
-// new (parkDue), a wait not yet decided stops, and reports so.
+// It also parks: when the run is due to continue as new (parkDue), a wait
+// not yet decided stops, and reports so.
 func (r *run) awaitDecision(ctx workflow.Context, p *pending, timeout time.Duration) (decided, parks bool, err error) {
-	if r.version < versionCancelTimers {
-		decided, err = workflow.AwaitWithTimeout(ctx, timeout, func() bool { return p.decided })
-		return decided, false, err
-	}
 	tctx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(tctx, timeout)
@@ -159,7 +154,7 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 	if err := r.checkNamed(in, v); err != nil {
 		return nil, ruling{}, err
 	}
-	if !r.ready && len(r.pending) > 0 && r.version >= versionTrust2 { // calls a continued run took up
+	if !r.ready && len(r.pending) > 0 { // calls a continued run took up
 		return nil, ruling{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the decision again")
 	}
 	for _, p := range r.pending {
@@ -187,7 +182,7 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 				return nil, ruling{}, err
 			}
 		}
-		if len(in.EditedArgs) > 0 && r.version >= versionPolicy {
+		if len(in.EditedArgs) > 0 {
 			e, err := r.checkEdit(p, in.EditedArgs, d)
 			if err != nil {
 				return nil, ruling{}, err
@@ -196,7 +191,7 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 		} else if d.editDigest != "" {
 			return nil, ruling{}, refusal(RefusedEdit, "%s's token approves edited arguments: send them as edited_args", d.by)
 		}
-		if len(in.Data) > 0 && r.version >= versionPolicy {
+		if len(in.Data) > 0 {
 			data, err := r.checkData(p, in.Data, d)
 			if err != nil {
 				return nil, ruling{}, err
@@ -220,7 +215,7 @@ func (r *run) validateDecision(in DecisionInput, v verb) (*pending, ruling, erro
 // checkBinding makes sure a decision names the arguments and the question
 // its approver saw.
 func (r *run) checkBinding(p *pending, in DecisionInput) error {
-	if in.ArgsDigest == "" && r.version >= versionTrust {
+	if in.ArgsDigest == "" {
 		return refusal(RefusedDecision, "args_digest is required: a decision for call %s (%s) must name the args_digest of the arguments its approver saw (the state query lists it with each interrupt)",
 			p.CallID, p.Tool)
 	}
@@ -228,7 +223,7 @@ func (r *run) checkBinding(p *pending, in DecisionInput) error {
 		return refusal(RefusedDigestMismatch, "args_digest %q does not match call %s (%s %s): the decision was made for other arguments",
 			clip(in.ArgsDigest, 64), p.CallID, p.Tool, clip(string(p.CallArgs), 200))
 	}
-	if kind := in.Kind; r.version >= versionDecisionKind && kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
+	if kind := in.Kind; kind != p.Kind && !(kind == "" && p.Kind == KindGate) {
 		if p.Kind == KindInterrupt {
 			return refusal(RefusedDecision, "call %s is held by %s's own check (%s): a decision for it must say \"kind\":\"interrupt\", so an approval meant for the gate cannot answer it",
 				p.CallID, p.Tool, clip(p.Reason, 200))
@@ -256,7 +251,7 @@ func (r *run) notWaiting(id string) error {
 
 // decide applies an approval (approve) or a rejection to a pending call. One
 // rejection decides it; approvals decide it once a quorum of them is in.
-// From rules version 9, under a policy, the decision's use is first claimed
+// Under a policy, the decision's use is first claimed
 // on the server (spent.go), and the decision checked again: the run may
 // have moved on meanwhile.
 func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionResult, error) {
@@ -265,7 +260,7 @@ func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionRe
 	if err != nil {
 		return DecisionResult{}, err
 	}
-	if r.version >= versionTrust3 && r.engine != nil {
+	if r.engine != nil {
 		if err := r.claimDecision(ctx, d); err != nil {
 			return DecisionResult{}, err
 		}
@@ -308,13 +303,11 @@ func (r *run) decide(ctx workflow.Context, v verb, in DecisionInput) (DecisionRe
 	}
 	p.ApprovedBy = append(p.ApprovedBy, approver)
 	p.notes = append(p.notes, clip(d.note, MaxTextBytes))
-	if d.token != "" && r.version >= versionPermit {
+	if d.token != "" {
 		p.tokens = append(p.tokens, d.token)
 	}
 	res.Decision = TraceApproved
-	if r.version >= versionPolicy {
-		res.ApprovedBy, res.Needed, res.ArgsDigest = slices.Clone(p.ApprovedBy), p.need.Count, p.ArgsDigest
-	}
+	res.ApprovedBy, res.Needed, res.ArgsDigest = slices.Clone(p.ApprovedBy), p.need.Count, p.ArgsDigest
 	if len(p.ApprovedBy) < p.need.Count {
 		res.Decision = DecisionCounted
 		return res, nil
@@ -367,43 +360,25 @@ func (r *run) decodeDecision(raw []byte) (DecisionInput, error) {
 }
 
 // decode decodes a payload from outside strictly: no unknown field, no key
-// given twice, nothing after the object — and, from rules version 5, no key
-// spelt in another case than its field ("CALL_ID"), which encoding/json would
-// take.
+// given twice, nothing after the object, no key spelt in another case than
+// its field ("CALL_ID"), which encoding/json would take.
 func (r *run) decode(raw []byte, v any) error {
-	if r.version < versionTrust2 {
-		return tool.DecodeStrict(raw, v)
-	}
 	return tool.DecodeExact(raw, v)
 }
 
 // ReservedApprovers start the approver names the run writes itself: a rule
 // that decided ("rule:small-refunds"), a grant that answered ("grant:carol")
-// and always_approve ("policy:always_approve"). From rules version 9 no
-// decision may name itself so (in any case); from version 12 nor with a
-// name that looks like one (names.LooksLike: "ｒule:x", "гrant:bob").
+// and always_approve ("policy:always_approve"). No decision may name itself
+// so (in any case), nor with a name that looks like one (names.LooksLike:
+// "ｒule:x", "гrant:bob").
 var ReservedApprovers = []string{"rule:", "grant:", "policy:"}
 
-// checkNamed refuses, from rules version 9, an approver named as the run
-// names a rule or a grant, and a link secret sent without via; from
-// version 12, an approver whose name is not one that reads as it is written
-// (checkApprover).
+// checkNamed refuses an approver whose name is not one that reads as it is
+// written, or that the run writes itself (checkApprover), and a link secret
+// sent without via.
 func (r *run) checkNamed(in DecisionInput, v verb) error {
-	if r.version < versionTrust3 {
-		return nil
-	}
-	if r.version >= versionAuthority {
-		if err := r.checkApprover(in, v); err != nil {
-			return err
-		}
-	} else {
-		name := strings.ToLower(strings.TrimSpace(in.Approver))
-		for _, p := range ReservedApprovers {
-			if strings.HasPrefix(name, p) {
-				return refusal(RefusedDecision, "approver %q refused: names starting with %s are the run's own (a rule that decided, a grant that answered, always_approve), so no decision may take them",
-					clip(in.Approver, MaxNameBytes), strings.Join(ReservedApprovers, ", "))
-			}
-		}
+	if err := r.checkApprover(in, v); err != nil {
+		return err
 	}
 	if in.Link != "" && in.Via == "" {
 		return refusal(RefusedDecision, "link refused: a link's secret goes with a decision by link (via)")
@@ -421,14 +396,11 @@ const ViaWebhook = "webhook"
 // viaText names the decisions made by a click on a notification, and how.
 func (p *pending) viaText() string { return strings.Join(p.via, ", ") }
 
-// checkVia refuses a channel a run does not know, and one named by a run of
-// rules older than 8.
+// checkVia refuses a channel a run does not know.
 func (r *run) checkVia(in DecisionInput) error {
 	switch {
 	case in.Via == "":
 		return nil
-	case r.version < versionNotify:
-		return refusal(RefusedDecision, "via refused: this run started under rules older than decisions by link")
 	case in.Via != policy.ViaSlack && in.Via != policy.ViaEmail && in.Via != ViaWebhook:
 		return refusal(RefusedDecision, "via %q refused: want slack, email or webhook", clip(in.Via, 32))
 	}

@@ -42,11 +42,11 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	if r.in.Carry != nil {
 		return nil // a continued run keeps the chain's RequestedBy
 	}
-	if r.in.Fork != nil && r.version >= versionRewind {
+	if r.in.Fork != nil {
 		return nil // a fork's token was checked before it read its source (authorizeFork)
 	}
 	if r.in.RequestToken == "" {
-		if pol.RequireSignedStart && r.version >= versionTrust2 {
+		if pol.RequireSignedStart {
 			return errors.New("request_token required: this worker's policy takes only signed starts (require_signed_start), " +
 				"so every run has a verified requester; start it with toolgate run --as NAME --key FILE, or a token made with package signed")
 		}
@@ -58,10 +58,6 @@ func (r *run) configurePolicy(ctx workflow.Context) error {
 	}
 	switch {
 	case err != nil:
-	case r.version < versionTrust2:
-		if c.GoalDigest != GoalDigest(r.in.Goal) {
-			err = errors.New("the token signs another goal (its goal_digest is not the SHA-256 of this goal)")
-		}
 	case r.in.inputDigest == "" || c.InputDigest != r.in.inputDigest:
 		err = fmt.Errorf("%s's token signs another input: its input_digest %q is not the digest of this run's input (goal, planner and every other field; workflows.InputDigest)",
 			c.Approver, clip(c.InputDigest, 64))
@@ -137,9 +133,6 @@ func (r *run) verifyToken(token string) (signed.Claims, error) {
 // viaKey is the key a decision by link (c.Via) must be signed with — the
 // policy's via_key — if the policy lets c's approver decide that way.
 func (r *run) viaKey(c signed.Claims) (ed25519.PublicKey, error) {
-	if r.version < versionNotify {
-		return nil, refusal(RefusedUnauthorized, "%s's token comes by link (via %s): this run started under rules older than decisions by link", c.Approver, clip(c.Via, 32))
-	}
 	if c.Action != signed.ActionApprove && c.Action != signed.ActionReject {
 		// The link signer takes clicks on Approve and Reject, nothing else:
 		// its key never grants, starts, rewinds nor answers in a tool's place.
@@ -295,7 +288,7 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 	if orig == nil {
 		orig = p.CallArgs
 	}
-	if grow := len(c.Args) + len(orig) - len(p.CallArgs) - len(p.OriginalArgs); r.version >= versionTrust2 && r.waitingBytes()+grow > MaxWaitingBytes {
+	if grow := len(c.Args) + len(orig) - len(p.CallArgs) - len(p.OriginalArgs); r.waitingBytes()+grow > MaxWaitingBytes {
 		return nil, refusal(RefusedEdit, "edited_args refused: the calls waiting now would hold more than %d bytes of arguments, edits and answers", MaxWaitingBytes)
 	}
 	e := &edit{args: c.Args, digest: digest, verdict: policy.Verdict{Decide: policy.Ask, Need: policy.Approvers{Count: 1}}}
@@ -319,7 +312,7 @@ func (r *run) checkEdit(p *pending, raw []byte, d ruling) (*edit, error) {
 	default: // allow: the editor's approval is enough
 		e.verdict.Need = policy.Approvers{Count: 1}
 	}
-	if r.version >= versionTrust2 && e.verdict.Need.Count < p.proposed.Count {
+	if e.verdict.Need.Count < p.proposed.Count {
 		// An edit never needs fewer approvals than the call as proposed: an
 		// approver cannot edit a quorum call into one they approve alone.
 		e.verdict.Decide, e.verdict.Need = policy.Ask, p.proposed
@@ -347,7 +340,7 @@ func (r *run) checkData(p *pending, raw []byte, d ruling) (json.RawMessage, erro
 	if r.engine != nil && d.dataDigest != sha256Hex(canon) {
 		return nil, refusal(RefusedDigestMismatch, "%s's token signs data with digest %q, not this data's", d.by, clip(d.dataDigest, 64))
 	}
-	if r.version >= versionTrust2 && r.waitingBytes()+len(canon)-len(p.data) > MaxWaitingBytes {
+	if r.waitingBytes()+len(canon)-len(p.data) > MaxWaitingBytes {
 		return nil, refusal(RefusedDecision, "data refused: the calls waiting now would hold more than %d bytes of arguments, edits and answers", MaxWaitingBytes)
 	}
 	if p.data != nil && !bytes.Equal(p.data, canon) {
@@ -455,11 +448,8 @@ func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*t
 	return a, stop
 }
 
-// evaluate applies the policy's rules to a call: failing closed to the
-// strictest verdict still possible (rules version 5), or as older runs did.
+// evaluate applies the policy's rules to a call, failing closed to the
+// strictest verdict still possible.
 func (r *run) evaluate(toolName string, destructive bool, args []byte) policy.Verdict {
-	if r.version < versionTrust2 {
-		return r.engine.EvaluateFirstError(toolName, destructive, args, r.RequestedBy)
-	}
 	return r.engine.Evaluate(toolName, destructive, args, r.RequestedBy)
 }

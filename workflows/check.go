@@ -50,7 +50,7 @@ func (r *run) check(c *tool.Call) (tool.Spec, error) {
 		return spec, fmt.Errorf("%s: %s: arguments must be a JSON object, got %s", tool.TypeInvalidArgs, c.Tool, clip(string(canon), 80))
 	}
 	c.Args = canon
-	if len(canon) > MaxArgsBytes && r.version >= versionTrust {
+	if len(canon) > MaxArgsBytes {
 		return spec, fmt.Errorf("%s: %s: arguments are %d bytes: at most %d", tool.TypeInvalidArgs, c.Tool, len(canon), MaxArgsBytes)
 	}
 	if err := r.tools.validate(spec, canon); err != nil {

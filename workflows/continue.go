@@ -72,7 +72,7 @@ func (r *run) checkChain(lctx workflow.Context) error {
 		return fmt.Errorf("carry refused: it came from run %s of workflow type %q on task queue %q; only an %s on task queue %q may hand state to this run",
 			req.RunID, clip(prev.WorkflowType, MaxNameBytes), clip(prev.TaskQueue, MaxNameBytes), WorkflowName, info.TaskQueueName)
 	}
-	if continued := enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW.String(); r.version >= versionTrust2 && prev.Status != continued {
+	if continued := enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW.String(); prev.Status != continued {
 		// A cron or retry successor gets the input its predecessor was
 		// started with, carry and all: whoever wrote that input, it was not
 		// this run's predecessor continuing as new.

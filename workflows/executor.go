@@ -237,13 +237,11 @@ func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approv
 	if round > 1 {
 		id = fmt.Sprintf("%s#%d", c.ID, round)
 	}
-	if r.version >= versionPermit {
-		p, err := r.permit(ctx, c, spec, req, id)
-		if err != nil {
-			return tool.Response{}, err
-		}
-		req.Permit = p
+	p, err := r.permit(ctx, c, spec, req, id)
+	if err != nil {
+		return tool.Response{}, err
 	}
+	req.Permit = p
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ActivityID:          id,
 		StartToCloseTimeout: spec.AttemptTimeout(),
@@ -252,7 +250,7 @@ func (r *run) activity(ctx workflow.Context, c tool.Call, spec tool.Spec, approv
 	if spec.Remote() {
 		return r.remoteActivity(actx, spec, req)
 	}
-	err := workflow.ExecuteActivity(actx, spec.Name, req).Get(actx, &resp)
+	err = workflow.ExecuteActivity(actx, spec.Name, req).Get(actx, &resp)
 	return resp, err
 }
 

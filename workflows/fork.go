@@ -148,18 +148,14 @@ func (r *run) fork(ctx workflow.Context) error {
 	// The source's state before the step, without anything a human gave it.
 	c := st.State
 	c.Config, c.Spent = r.Config, r.Spent
-	if r.version >= versionTrust3 {
-		// The source's verified requester stays the requester (the rules'
-		// requested_by, and no self-approval); whoever forked it, and
-		// forked the forks it came from, may decide nothing in it either.
-		if by != "" && !slices.Contains(c.ForkedBy, by) {
-			if len(c.ForkedBy) >= MaxForkers {
-				return fmt.Errorf("fork refused: %s is a fork of forks by %d operators already, at most %d", clip(f.Source, MaxNameBytes), len(c.ForkedBy), MaxForkers)
-			}
-			c.ForkedBy = append(c.ForkedBy, by)
+	// The source's verified requester stays the requester (the rules'
+	// requested_by, and no self-approval); whoever forked it, and forked the
+	// forks it came from, may decide nothing in it either.
+	if by != "" && !slices.Contains(c.ForkedBy, by) {
+		if len(c.ForkedBy) >= MaxForkers {
+			return fmt.Errorf("fork refused: %s is a fork of forks by %d operators already, at most %d", clip(f.Source, MaxNameBytes), len(c.ForkedBy), MaxForkers)
 		}
-	} else {
-		c.RequestedBy, c.ForkedBy = by, nil
+		c.ForkedBy = append(c.ForkedBy, by)
 	}
 	c.Trace, c.TraceSeq, c.TraceDropped = nil, 0, 0
 	c.Grants, c.Parked, c.CarriedBlockedOn, c.External, c.Refused = nil, nil, nil, nil, nil

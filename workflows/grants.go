@@ -28,7 +28,7 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 			if err := r.decode(raw, &in); err != nil {
 				return "", signed.Claims{}, refusal(RefusedDecision, "%s payload refused (want {\"token\": \"…\"}): %s", u.name, clip(err.Error(), 300))
 			}
-			if !r.ready && r.version >= versionTrust2 {
+			if !r.ready {
 				return "", signed.Claims{}, refusal(RefusedNotWaiting, "the run is starting (loading its tools and policy): send the %s again", u.name)
 			}
 			if r.engine == nil {
@@ -46,7 +46,7 @@ func (r *run) registerGrantHandlers(ctx workflow.Context) error {
 		err := workflow.SetUpdateHandlerWithOptions(ctx, u.name,
 			func(ctx workflow.Context, raw json.RawMessage) (GrantResult, error) {
 				token, c, err := check(raw)
-				if err == nil && r.version >= versionTrust3 {
+				if err == nil {
 					// Claimed on the server first (spent.go), then checked
 					// again: the run may have moved on meanwhile.
 					if err = r.claimToken(ctx, token, c.Approver); err == nil {

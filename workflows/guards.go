@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -52,27 +51,22 @@ const (
 
 // guarded reports whether a call of the tool consults the fleet ledger.
 func (r *run) guarded(toolName string, spec tool.Spec) bool {
-	return r.version >= versionGuards && r.engine != nil && r.engine.Policy().Guarded(toolName, spec.Destructive)
+	return r.engine != nil && r.engine.Policy().Guarded(toolName, spec.Destructive)
 }
 
 // callKey is the idempotency key of a call: its tool's activity and the
 // ledger know it by this key.
 func (r *run) callKey(ctx workflow.Context, c tool.Call) string {
 	info := workflow.GetInfo(ctx)
-	var chain string
-	if r.version >= versionTrust {
-		if chain = info.FirstRunID; chain == "" { // a server that does not say: this run is the chain
-			chain = info.WorkflowExecution.RunID
-		}
+	chain := info.FirstRunID
+	if chain == "" { // a server that does not say: this run is the chain
+		chain = info.WorkflowExecution.RunID
 	}
 	key := tool.IdempotencyKey(info.WorkflowExecution.ID, chain, c.ID)
-	if r.version >= versionRewind {
-		// A rewound run may propose this call id again with other
-		// arguments: that is another call, and another key.
-		d, _ := tool.Digest(c.Tool, c.Args) // c.Args is canonical: check passed
-		key = tool.ArgsKey(key, d)
-	}
-	return key
+	// A rewound run may propose this call id again with other arguments:
+	// that is another call, and another key.
+	d, _ := tool.Digest(c.Tool, c.Args) // c.Args is canonical: check passed
+	return tool.ArgsKey(key, d)
 }
 
 // ledgerOptions runs the ledger's activities as local activities: a
@@ -96,15 +90,11 @@ func ledgerOptions(ctx workflow.Context) workflow.Context {
 func (r *run) reserve(ctx workflow.Context, c tool.Call, spec tool.Spec, stage, over string) ledger.Verdict {
 	digest, _ := tool.Digest(c.Tool, c.Args)
 	req := ledger.Reservation{Key: r.callKey(ctx, c), Workflow: r.workflowID, CallID: c.ID, Tool: c.Tool,
-		Destructive: spec.Destructive, Args: c.Args, Digest: digest, RequestedBy: r.RequestedBy, Stage: stage, Over: over,
-		Commits: r.commits}
-	r.commits = nil // taken with the reservation; sent apart if it fails
+		Destructive: spec.Destructive, Args: c.Args, Digest: digest, RequestedBy: r.RequestedBy, Stage: stage, Over: over}
 	var v ledger.Verdict
 	err := workflow.ExecuteLocalActivity(ledgerOptions(ctx), ledger.ReserveActivity, req).Get(ctx, &v)
 	r.localSince++
 	if err != nil {
-		r.commits = append(req.Commits, r.commits...)
-		r.flushCommits(ctx)
 		return ledger.Verdict{Decide: ledger.Denied, Reason: "the fleet ledger did not answer (" + clip(errorText(err), 300) +
 			"): the call is refused, since a guard or a pause may hold it"}
 	}
@@ -115,39 +105,17 @@ func (r *run) reserve(ctx workflow.Context, c tool.Call, spec tool.Spec, stage, 
 	return v
 }
 
-// settleCall commits c's reservation (it ran) or releases it (it did not).
-// A release is signalled to the ledger at once: the run does not wait for
-// it, and a release the ledger has not taken yet only keeps the call
-// counted a little longer. A commit changes no sum (a call counts alike
-// reserved or committed): it goes with the run's next reservation, or by
-// signal before the run waits for a human or closes (flushCommits). The
-// ledger settles a key once, whatever comes again.
+// settleCall commits c's reservation (it ran) or releases it (it did not),
+// by local activity, at once: nothing holds what ran as reserved, for a
+// release to free. The activity names the run, and the ledger takes a
+// settlement only from the run that reserved the call; the call's tool
+// takes it to the ledgers of the guards that counted it. The ledger settles
+// a key once, whatever comes again.
 func (r *run) settleCall(ctx workflow.Context, c tool.Call, spec tool.Spec, commit bool) {
 	key := r.callKey(ctx, c)
-	if r.version >= versionAuthority {
-		// From rules version 12 a settlement is the worker's, by local
-		// activity, at once: a commit when the call ran (nothing holds
-		// what ran as reserved, for a release to free), a release when it
-		// did not. The activity names the run, and the ledger takes a
-		// settlement only from the run that reserved the call.
-		// The call's tool takes the settlement to the ledgers of the
-		// guards that counted it (an activity's input: no history changes).
-		r.settleNow(ctx, ledger.Settlement{Key: key, Commit: commit, Tool: c.Tool, Destructive: spec.Destructive})
-		if !commit && r.held[key] {
-			r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
-		}
-		delete(r.held, key)
-		return
-	}
-	if commit {
-		if r.commits = append(r.commits, key); len(r.commits) >= ledger.MaxCommits {
-			r.flushCommits(ctx)
-		}
-	} else {
-		r.signalSettle(ctx, ledger.Settlement{Key: key})
-		if r.held[key] {
-			r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
-		}
+	r.settleNow(ctx, ledger.Settlement{Key: key, Commit: commit, Tool: c.Tool, Destructive: spec.Destructive})
+	if !commit && r.held[key] {
+		r.record(c, TraceRecord{Status: TraceReleased, Reason: "the call did not run: the fleet ledger no longer counts it"})
 	}
 	delete(r.held, key)
 }
@@ -174,40 +142,6 @@ func (r *run) settleNow(ctx workflow.Context, s ledger.Settlement) {
 	if err != nil {
 		r.logger.Warn("a settlement did not reach the fleet ledger: the call stays counted until its window ends", "error", err)
 	}
-}
-
-// flushCommits signals the ledger the commits the run holds.
-func (r *run) flushCommits(ctx workflow.Context) {
-	for _, k := range r.commits {
-		r.signalSettle(ctx, ledger.Settlement{Key: k, Commit: true})
-	}
-	r.commits = nil
-}
-
-// signalSettle signals one settlement to the ledger of the run's queue.
-func (r *run) signalSettle(ctx workflow.Context, s ledger.Settlement) {
-	if len(r.settling) > 0 { // forget those delivered
-		r.settling = slices.DeleteFunc(r.settling, func(f workflow.Future) bool { return f.IsReady() })
-	}
-	tq := workflow.GetInfo(ctx).TaskQueueName
-	r.settling = append(r.settling, workflow.SignalExternalWorkflow(ctx, ledger.ID(tq), "", ledger.SignalSettle, s))
-}
-
-// settled waits until Temporal has delivered the run's settlements: a
-// signal a closed run sent is never delivered.
-func (r *run) settled(ctx workflow.Context) {
-	r.flushCommits(ctx)
-	if len(r.settling) == 0 {
-		return
-	}
-	dctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	for _, f := range r.settling {
-		if err := f.Get(dctx, nil); err != nil {
-			r.logger.Warn("a settlement did not reach the fleet ledger: the call stays counted until its window ends", "error", err)
-		}
-	}
-	r.settling = nil
 }
 
 // release releases c's reservation, if the call is one the ledger counts.

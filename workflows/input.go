@@ -10,8 +10,8 @@ import (
 // UnmarshalJSON decodes a RunInput strictly (ParseRunInput). What it refuses
 // is kept and reported when the run starts, as an InvalidInput failure that
 // names the field, so a bad start ends at once instead of failing to decode.
-// The input is then decoded leniently, as before rules version 3, for runs
-// started under older rules (their histories replay unchanged).
+// The input is then decoded leniently, so that the run itself refuses it
+// (newRun) with that failure.
 func (in *RunInput) UnmarshalJSON(b []byte) error {
 	parsed, err := ParseRunInput(b)
 	if err != nil {

@@ -69,7 +69,7 @@ func validLink(l LinkProof) bool {
 // e-mail, for its approver (a Slack message's or a webhook's link names a
 // target; who clicked is who Slack signs for, or the target).
 func (r *run) checkLink(p *pending, d ruling) error {
-	if r.version < versionTrust3 || d.via == "" {
+	if d.via == "" {
 		return nil
 	}
 	if d.link == "" {
@@ -121,7 +121,7 @@ func linksNote(links []LinkProof, dropped int) string {
 	return "; " + text.Count(len(links), "link")
 }
 
-// From rules version 13 a delivery's result is no proof of what it sent:
+// A delivery's result is no proof of what it sent:
 // anyone who may complete its activity by id (any client of a stock
 // server) writes that result. The worker records each link in the
 // authority namespace before it sends it (LinkRecordPrefix + the digest of
@@ -156,9 +156,9 @@ type LinksRequest struct {
 }
 
 // recordedLinks is, of the links delivery n reports, those its worker
-// recorded for n's wait (rules version 13), and how many it drops.
+// recorded for n's wait, and how many it drops.
 func (r *run) recordedLinks(ctx workflow.Context, n Notification, links []LinkProof) ([]LinkProof, int) {
-	if r.version < versionLinks || len(links) == 0 {
+	if len(links) == 0 {
 		return links, 0
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{

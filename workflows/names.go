@@ -29,7 +29,7 @@ const (
 )
 
 // DoorApprovers are the door forms (DoorElicitation, DoorWebhook,
-// DoorSlack). From rules version 12 a decision takes one only as its door
+// DoorSlack). A decision takes one only as its door
 // sends it (doorRefusal), and no decision takes a name that looks like one.
 var DoorApprovers = []string{DoorElicitation, DoorWebhook, DoorSlack}
 

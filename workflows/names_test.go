@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/workflows"
@@ -216,34 +215,9 @@ func TestDoorNamesRefusedUnderAPolicy(t *testing.T) {
 	require.Empty(t, f.desk.payments)
 }
 
-// Runs of rules older than 12 keep their rules: a look-alike (ｒule:x) and a
-// door's name sent by anyone are taken, as they were; Rule:x is refused as
-// from version 9, in the words of then.
-func TestNamesBeforeVersion12(t *testing.T) {
-	f := newFixture(t)
-	f.env.OnGetVersion("decision-kind", workflow.DefaultVersion, workflows.CurrentRulesVersion).Return(workflow.Version(11))
-	var asRule, lookAlike, door *updateOutcome
-	f.at(time.Minute, func() {
-		asRule = f.named("Rule:x", "c-1", nil)
-		lookAlike = f.named("ｒule:x", "c-1", nil)
-	})
-	f.at(2*time.Minute, func() { door = f.named("slack:alice", "c-2", nil) })
-	res := f.run(scripted(steps(call("close_ticket", `{"ticket_id":"TKT-3"}`)), steps(call("close_ticket", `{"ticket_id":"TKT-4"}`))))
-	require.ErrorContains(t, asRule.err, `approver "Rule:x" refused: names starting with rule:, grant:, policy: are the run's own (a rule that decided, a grant that answered, always_approve), so no decision may take them (type: InvalidDecision`)
-	require.NoError(t, lookAlike.err)
-	require.NoError(t, door.err)
-	var got []string
-	for _, r := range res.Trace {
-		if r.Status == workflows.TraceApproved {
-			got = append(got, r.Approver)
-		}
-	}
-	require.Equal(t, []string{"ｒule:x", "slack:alice"}, got)
-}
-
-// A rewind note without a policy names who rewound the run as they say:
-// from rules version 12 a name that does not read as written, or looks like
-// a name the run or a door writes, is refused.
+// A rewind note without a policy names who rewound the run as they say: a
+// name that does not read as written, or looks like a name the run or a
+// door writes, is refused.
 func TestRewindersNameIsChecked(t *testing.T) {
 	f := newFixture(t)
 	preview, reset := strings.Repeat("ab", 32), strings.Repeat("0f", 16)

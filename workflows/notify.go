@@ -81,9 +81,6 @@ func (r *run) notifyEnd(ctx workflow.Context, status string) {
 
 // notifies says whether a target of the worker takes event.
 func (r *run) notifies(event string) bool {
-	if r.version < versionNotify {
-		return false
-	}
 	for _, t := range r.Config.Notify {
 		if slices.Contains(t.Events, event) {
 			return true
@@ -120,7 +117,7 @@ func (r *run) notify(ctx workflow.Context, n Notification) {
 			var d Delivery
 			err := f.Get(gctx, &d)
 			links := ""
-			if r.version >= versionTrust3 && sent.Event == NotifyWaiting {
+			if sent.Event == NotifyWaiting {
 				ls := deliveredLinks(d, err)
 				ls, unrecorded := r.recordedLinks(gctx, sent, ls)
 				links = linksNote(ls, r.takeLinks(sent, ls)) + unrecordedNote(unrecorded)

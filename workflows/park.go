@@ -98,9 +98,6 @@ func (r *run) parkDue(ctx workflow.Context) bool {
 	if r.parking {
 		return true
 	}
-	if r.version < versionTrust2 {
-		return false
-	}
 	info := workflow.GetInfo(ctx)
 	if info.GetContinueAsNewSuggested() {
 		return true

@@ -25,9 +25,6 @@ const (
 // checkVerb refuses fields that do not go with the decision's verb, so a
 // payload meant for one decision is never half taken as another.
 func (r *run) checkVerb(in DecisionInput, v verb) error {
-	if (len(in.Response) > 0 || in.Cancel || v == verbRespond) && r.version < versionOutcomes {
-		return refusal(RefusedDecision, "this run was started before decisions could respond or cancel (rules version %d): approve or reject its calls", versionOutcomes)
-	}
 	switch {
 	case v != verbRespond && len(in.Response) > 0:
 		return refusal(RefusedDecision, "response goes with the respond update (an answer in the tool's place), not with %s", v)
@@ -80,9 +77,6 @@ func (r *run) ruleAllowsRespond(toolName, rule string) bool {
 // notExecuted is the error a planner is told for a call a human (or no
 // human in time) stopped: what happened, not what to do about it.
 func (r *run) notExecuted(what string) string {
-	if r.version < versionOutcomes {
-		return what
-	}
 	return "not executed: " + what
 }
 

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -116,7 +115,7 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		return "", none, refusal(RefusedInput, "rewind note refused: the token has %d bytes, at most %d", len(n.Token), MaxTokenBytes)
 	case len(n.By) > MaxNameBytes || len(n.Tool) > MaxNameBytes:
 		return "", none, refusal(RefusedInput, "rewind note refused: by and tool are at most %d bytes", MaxNameBytes)
-	case r.version >= versionTrust3 && !isResetID(n.Reset):
+	case !isResetID(n.Reset):
 		return "", none, refusal(RefusedInput, "rewind note refused: reset must name the reset it comes with (its request id, 32 hex digits, which its reason names): this run takes a rewind only from the reset it names")
 	}
 	if r.engine == nil {
@@ -141,7 +140,7 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 		err = refusal(RefusedUnauthorized, "%s's token signs a rewind of run %s to %s from preview %s, not this one (run %s to %s from preview %s)",
 			c.Approver, clip(c.Source, MaxNameBytes), clip(c.CallID, MaxNameBytes), clipDigest(c.Preview), n.BaseRunID, n.CallID, clipDigest(n.Preview))
 	}
-	if err == nil && r.version >= versionTrust3 && c.Reset != n.Reset {
+	if err == nil && c.Reset != n.Reset {
 		err = refusal(RefusedUnauthorized, "%s's token signs the rewind of reset %q, not this note's (%q): a rewind's token covers the one reset it names",
 			c.Approver, clip(c.Reset, 64), n.Reset)
 	}
@@ -151,13 +150,13 @@ func (r *run) checkRewind(n RewindNote) (string, signed.Claims, error) {
 	return c.Approver, c, nil
 }
 
-// checkRewinder refuses, from rules version 12, the name a rewind note
+// checkRewinder refuses the name a rewind note
 // without a policy gives its rewinder (by, recorded as who rewound the run)
 // when it does not read as it is written (names.Check) or looks like a name
 // the run or a door writes itself: a rewind is no rule, grant, door or
 // withdrawal.
 func (r *run) checkRewinder(by string) error {
-	if r.version < versionAuthority || by == "" {
+	if by == "" {
 		return nil
 	}
 	if err := names.Check(by); err != nil {
@@ -180,29 +179,22 @@ func clipDigest(d string) string {
 
 // rewound records a rewind note the run takes: who rewound it, to which
 // call, from which preview. A note it refuses is kept in state.refused.
-// From rules version 9 the note must come with the reset that made this
-// run — the one it names, of the run it names, at the event it names — and
-// its token is claimed on the server (spent.go): no second reset, however
-// like the first, takes it.
+// The note must come with the reset that made this run — the one it names,
+// of the run it names, at the event it names, which the reset activity
+// tells, its answer recorded in the history (checkReset) — and its token is
+// claimed on the server (spent.go): no second reset, however like the
+// first, takes it.
 func (r *run) rewound(ctx workflow.Context, n RewindNote) error {
-	// Before rules version 9 this run tells it was reset by its run id, which
-	// a replayer may give otherwise (a replay then refuses the note, issuing
-	// no command either way); from 9 the reset activity tells, its answer
-	// recorded in the history (checkReset).
-	info := workflow.GetInfo(r.root)
-	if r.version < versionTrust3 && (info.OriginalRunID == "" || info.OriginalRunID == info.WorkflowExecution.RunID) {
-		return errors.New("rewind note refused: this run was not reset (it is its chain's run " + info.WorkflowExecution.RunID + " as it started)")
-	}
 	for _, rec := range r.Trace { // the same note twice (a retried rewind) is recorded once
 		if rec.Status == TraceRewound && rec.CallID == n.CallID && rec.Reason == rewindReason(n) {
 			return nil
 		}
 	}
-	if r.version >= versionTrust3 && r.noted != "" {
+	if r.noted != "" {
 		return fmt.Errorf("rewind note refused: this run has taken the note of the reset that made it already (%s): a reset is noted once", r.noted)
 	}
 	by, c, err := r.checkRewind(n)
-	if err == nil && r.version >= versionTrust3 {
+	if err == nil {
 		if err = r.checkReset(ctx, n); err == nil {
 			err = r.claimToken(ctx, n.Token, c.Approver)
 		}
@@ -227,10 +219,7 @@ func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
 	info := workflow.GetInfo(ctx)
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
 	var ev ResetEvent
-	req := ResetRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Event: n.Event}
-	if r.version >= versionRewinds {
-		req.Reset = n.Reset
-	}
+	req := ResetRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Event: n.Event, Reset: n.Reset}
 	if err := workflow.ExecuteLocalActivity(lctx, ResetActivity, req).Get(lctx, &ev); err != nil {
 		return fmt.Errorf("rewind note refused: reading this run's reset at event %d: %s", n.Event, clip(errorText(err), 300))
 	}
@@ -243,7 +232,7 @@ func (r *run) checkReset(ctx workflow.Context, n RewindNote) error {
 	case !strings.Contains(ev.Reason, ResetMark(n.Reset)):
 		return fmt.Errorf("rewind note refused: the reset that made this run is not the one the note names (its reason %q does not say %q): a rewind note is taken only in the run its own reset made",
 			clip(ev.Reason, 300), ResetMark(n.Reset))
-	case r.version >= versionRewinds && !ev.Record.covers(info.WorkflowExecution.ID, ev.NewRunID, n):
+	case !ev.Record.covers(info.WorkflowExecution.ID, ev.NewRunID, n):
 		return fmt.Errorf("rewind note refused: no worker recorded carrying out the reset that made this run (%s%s in the authority namespace%s): "+
 			"a rewind is carried out by a worker on an operator's request (toolgate rewind); a reset anyone else made is no rewind and takes no note",
 			RewindRecordPrefix, n.Reset, recordSays(ev.Record))

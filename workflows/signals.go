@@ -90,13 +90,12 @@ func (r *run) registerHandlers(ctx workflow.Context) error {
 // are pending from its first task, and no decision on them may be taken
 // before its policy is loaded.
 func (r *run) listen(ctx workflow.Context) {
-	// From rules version 7 every run waits (a reset may re-run its first
-	// task with a signal in it: a rewind's note is checked against the
-	// policy, which is loaded only then).
-	gated := len(r.resumed) > 0 || r.version >= versionRewind
+	// Every run waits (a reset may re-run its first task with a signal in
+	// it: a rewind's note is checked against the policy, which is loaded
+	// only then).
 	for ctx.Err() == nil {
 		if workflow.Await(ctx, func() bool {
-			return len(workflow.GetUnhandledSignalNames(ctx)) > 0 && (r.ready || !gated)
+			return len(workflow.GetUnhandledSignalNames(ctx)) > 0 && r.ready
 		}) != nil {
 			return
 		}
@@ -168,10 +167,6 @@ func (r *run) receive(ctx workflow.Context, c workflow.ReceiveChannel, name stri
 			r.Messages = append(r.Messages, in.Text)
 		}
 	case SignalRewound:
-		if r.version < versionRewind {
-			refuse("", fmt.Errorf("signal %q is unknown: this run started under rules older than rewinds (version %d)", name, versionRewind))
-			return
-		}
 		var n RewindNote
 		if err := r.decode(raw, &n); err != nil {
 			refuse("", fmt.Errorf("rewind note refused: %v", err))

@@ -24,8 +24,7 @@ import (
 // their token so (claimStart). A decision by link is claimed per link and
 // approver: the link's secret decides once for each approver.
 //
-// From rules version 12 the claim is no child workflow of the run but a
-// local activity (ClaimActivity) of the worker, which starts the marker in
+// The claim is no child workflow of the run but a local activity (ClaimActivity) of the worker, which starts the marker in
 // the authority namespace (package authority), where no client of the runs
 // may write: nobody can delete a marker to give a token back, or start it
 // first to make an honest use fail. The claim knows its claimant — the run
@@ -62,9 +61,9 @@ func (r *run) claimUse(ctx workflow.Context, id, what string) error {
 	return nil
 }
 
-// claimToken claims a signed token's use (rules version 9 and a policy).
+// claimToken claims a signed token's use (under a policy).
 func (r *run) claimToken(ctx workflow.Context, token, approver string) error {
-	if r.version < versionTrust3 || r.engine == nil || token == "" {
+	if r.engine == nil || token == "" {
 		return nil
 	}
 	return r.claimUse(ctx, tokenID(token), approver+"'s token")
@@ -74,7 +73,7 @@ func (r *run) claimToken(ctx workflow.Context, token, approver string) error {
 // claimed as its link's use by its approver (the listener signs a new token
 // for each click, so the link is what is spent), any other as its token.
 func (r *run) claimDecision(ctx workflow.Context, d ruling) error {
-	if r.version < versionTrust3 || r.engine == nil {
+	if r.engine == nil {
 		return nil
 	}
 	if d.via != "" {
@@ -90,8 +89,7 @@ func linkUseID(secret, approver string) string {
 	return "link-" + hex.EncodeToString(sum[:16])
 }
 
-// ClaimActivity is the local activity that claims one use from rules
-// version 12 (ClaimRequest): the worker starts the marker in the authority
+// ClaimActivity is the local activity that claims one use (ClaimRequest): the worker starts the marker in the authority
 // namespace for the run and the local activity that claims. It fails with
 // an ApplicationError of type UsedError when the use is another's.
 const ClaimActivity = "toolgate.claim"
@@ -105,13 +103,9 @@ type ClaimRequest struct {
 	WorkflowID string `json:"workflow_id"`
 }
 
-// startMarker claims the use wid: before rules version 12 a marker child
-// workflow in the run's namespace, from 12 a local activity that starts it
+// startMarker claims the use wid: a local activity that starts its marker
 // in the authority namespace.
 func (r *run) startMarker(ctx workflow.Context, wid string) error {
-	if r.version < versionAuthority {
-		return startMarker(ctx, wid)
-	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: time.Minute,

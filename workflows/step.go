@@ -47,7 +47,7 @@ func (r *run) executeAll(ctx workflow.Context, calls []tool.Call) []outcome {
 		switch {
 		case i >= MaxCallsPerStep:
 			msg = fmt.Sprintf("not run: a step may propose at most %d calls", MaxCallsPerStep)
-		case argsBytes > MaxStepArgsBytes && r.version >= versionTrust2:
+		case argsBytes > MaxStepArgsBytes:
 			msg = fmt.Sprintf("not run: a step's calls may carry at most %d bytes of arguments in all", MaxStepArgsBytes)
 		}
 		if msg != "" {

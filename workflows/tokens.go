@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/signed"
@@ -59,71 +58,41 @@ func tokenID(token string) string {
 // checkFresh refuses a token the run chain has taken already, one valid
 // for longer than the policy allows, and one past MaxSpentTokens.
 func (r *run) checkFresh(token string, c signed.Claims) error {
-	if r.version < versionTrust2 {
-		return nil
-	}
 	if life, limit := time.Duration(c.Expiry-c.IssuedAt)*time.Second, r.engine.Policy().TokenLifetime(); life > limit {
 		return refusal(RefusedUnauthorized, "%s's token refused: it is valid for %s (iat to exp), longer than the %s this worker's policy allows (max_token_lifetime)",
 			c.Approver, life, limit)
 	}
-	id, now, live, mine := tokenID(token), r.now().Unix(), 0, 0
+	id, now, mine := tokenID(token), r.now().Unix(), 0
 	for _, s := range r.Spent {
 		if s.ID == id {
 			return refusal(RefusedUnauthorized, "%s's token was taken already in this run chain: a token is taken once (sign a new one)", c.Approver)
 		}
-		if s.Exp > now {
-			live++
-			if s.By == c.Approver {
-				mine++
-			}
+		if s.Exp > now && s.By == c.Approver {
+			mine++
 		}
 	}
-	if r.version >= versionTrust3 {
-		switch {
-		case r.claiming[id]:
-			return refusal(RefusedUnauthorized, "%s's token is being taken by another request right now: a token is taken once", c.Approver)
-		case mine >= MaxTokensPerSigner:
-			return refusal(RefusedUnauthorized, "%s's token refused: %s has spent %d tokens in this run chain that are still valid, at most %d per signer "+
-				"(so that no signer can crowd out another); try again once older ones expire (a token lives at most %s)",
-				c.Approver, c.Approver, mine, MaxTokensPerSigner, r.engine.Policy().TokenLifetime())
-		}
-		return nil
-	}
-	if live >= MaxSpentTokens {
-		return refusal(RefusedUnauthorized, "%s's token refused: this run chain has taken %d tokens that are still valid, at most %d; try again once older ones expire",
-			c.Approver, live, MaxSpentTokens)
+	switch {
+	case r.claiming[id]:
+		return refusal(RefusedUnauthorized, "%s's token is being taken by another request right now: a token is taken once", c.Approver)
+	case mine >= MaxTokensPerSigner:
+		return refusal(RefusedUnauthorized, "%s's token refused: %s has spent %d tokens in this run chain that are still valid, at most %d per signer "+
+			"(so that no signer can crowd out another); try again once older ones expire (a token lives at most %s)",
+			c.Approver, c.Approver, mine, MaxTokensPerSigner, r.engine.Policy().TokenLifetime())
 	}
 	return nil
 }
 
 // spend records a token the run has taken, forgetting those that expired.
 func (r *run) spend(token string, c signed.Claims) {
-	if r.version < versionTrust2 || token == "" {
+	if token == "" {
 		return
 	}
 	now := r.now().Unix()
 	r.Spent = slices.DeleteFunc(r.Spent, func(s SpentToken) bool { return s.Exp <= now })
-	if r.version < versionTrust3 {
-		r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry})
-		return
-	}
 	r.Spent = append(r.Spent, SpentToken{ID: tokenID(token), Exp: c.Expiry, By: c.Approver})
 	if over := len(r.Spent) - MaxSpentTokens; over > 0 { // a cache: the claim outside the run is the guard
 		r.Spent = slices.Delete(r.Spent, 0, over)
 	}
-}
-
-// startMarker starts the marker child workflow (StartMarkerWorkflow) under
-// the workflow id wid, which the server refuses to start twice while the
-// namespace keeps closed workflows; it waits for the start only.
-func startMarker(ctx workflow.Context, wid string) error {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            wid,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		WorkflowRunTimeout:    time.Minute,
-	})
-	return workflow.ExecuteChildWorkflow(cctx, StartMarkerWorkflow).GetChildWorkflowExecution().Get(ctx, nil)
 }
 
 // claimStart makes a signed start the only run its token ever starts: it

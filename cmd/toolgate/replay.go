@@ -63,6 +63,7 @@ func replayFailures(errs []error) string {
 		{replay.ErrNeedsKey, "%d with encrypted payloads and no key: pass --encryption-key-file FILE, the key file of the workers that wrote them"},
 		{replay.ErrWrongKey, "%d whose payloads the key file given does not decrypt: pass the key file of the workers that wrote them"},
 		{replay.ErrNondeterministic, "%d incompatible with this binary's workflow code: the workflow code changed incompatibly (use workflow.GetVersion)"},
+		{replay.ErrRetired, "%d started under a rules version this build no longer runs: replay them with a build that runs it (docs/versions.md)"},
 	}
 	var parts []string
 	counted := 0

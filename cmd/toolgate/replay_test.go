@@ -19,11 +19,14 @@ func runReplay(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), err
 }
 
-// incompatible is a copy of approve.json whose first scheduled activity
+// liveHistories are the fixtures of rules versions this build runs.
+const liveHistories = "../../testsuite/histories"
+
+// incompatible is a copy of approve_v16.json whose first scheduled activity
 // names another tool, as if the code had changed which it calls.
 func incompatible(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(auditHistories, "approve.json"))
+	raw, err := os.ReadFile(filepath.Join(liveHistories, "approve_v16.json"))
 	require.NoError(t, err)
 	changed := strings.Replace(string(raw), `"name": "search_tickets"`, `"name": "search_tickets_v0"`, 1)
 	require.NotEqual(t, string(raw), changed)
@@ -37,9 +40,10 @@ func incompatible(t *testing.T) string {
 // encrypted history without its key, or with a key file that lacks it, each
 // say what is wrong and what to do.
 func TestReplaySaysWhatIsWrong(t *testing.T) {
-	good := filepath.Join(auditHistories, "approve.json")
+	good := filepath.Join(liveHistories, "approve_v16.json")
 	missing := filepath.Join(t.TempDir(), "gone.json")
-	enc := filepath.Join(auditHistories, "encrypted", "approve_v5.json")
+	enc := filepath.Join(liveHistories, "encrypted", "approve_v16.json")
+	old := filepath.Join(auditHistories, "approve_v3.json")
 	otherKeys := filepath.Join(t.TempDir(), "other.json")
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"keys", "encryption", otherKeys}, strings.NewReader(""), &out, &out), out.String())
@@ -54,6 +58,8 @@ func TestReplaySaysWhatIsWrong(t *testing.T) {
 			"1 of 2 histories do not replay: 1 cannot be read (missing, unreadable, or not a history exported as JSON: see above)"},
 		{"no key", []string{enc}, "its payloads are encrypted (key test-key-protects-nothing): pass --encryption-key-file FILE",
 			"1 of 1 histories do not replay: 1 with encrypted payloads and no key: pass --encryption-key-file FILE"},
+		{"retired", []string{old}, "FAIL " + old + ": replaying " + old + ": toolgate: run fixture-approve was started under rules version 3, which this worker no longer runs",
+			"1 of 1 histories do not replay: 1 started under a rules version this build no longer runs: replay them with a build that runs it (docs/versions.md)"},
 		{"wrong key", []string{enc, "--encryption-key-file", otherKeys}, "the key file " + otherKeys + " does not decrypt these payloads (they are encrypted with key test-key-protects-nothing, which it lacks)",
 			"1 of 1 histories do not replay: 1 whose payloads the key file given does not decrypt: pass the key file of the workers that wrote them"},
 	} {

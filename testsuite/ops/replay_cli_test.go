@@ -51,7 +51,7 @@ func corrupt(t *testing.T, src string, change func(events []any) bool) string {
 // the code — an activity type renamed, or an event's type changed — makes
 // `toolgate replay` say FAIL for that file (ok for the others) and exit non-zero.
 func TestReplayCommandCatchesCorruptHistory(t *testing.T) {
-	good := filepath.Join(moduleRoot, "testsuite", "histories", "approve.json")
+	good := filepath.Join(moduleRoot, "testsuite", "histories", "approve_v16.json")
 	cases := map[string]func(events []any) bool{
 		// The first scheduled activity (search_tickets, c-1) as if the code
 		// had called another tool.

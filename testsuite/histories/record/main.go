@@ -477,7 +477,7 @@ var flows = []flow{
 			return wantDecision(res, err, workflows.TraceApproved)
 		},
 		status:    workflows.StatusCompleted,
-		trace:     []string{"c-1 blocked", "grant", "c-1 approved", "c-1 ok", "c-2 approved", "c-2 ok"},
+		trace:     []string{"c-1 blocked", "grant", "c-1 edited", "c-1 ok", "c-2 approved", "c-2 ok"},
 		approvers: []string{"bob", "grant:carol"},
 		edited:    "c-1",
 	},
