@@ -22,8 +22,10 @@ import (
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	sdkclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -199,19 +201,19 @@ func CheckInput(in workflows.RunInput) ([]byte, error) {
 // call's exact arguments and args_digest), memo, refusals.
 func (c *Client) State(ctx context.Context, id string) (workflows.State, error) {
 	var st workflows.State
-	return st, c.query(ctx, id, workflows.QueryState, &st)
+	return st, c.retiredOr(id, c.query(ctx, id, workflows.QueryState, &st))
 }
 
 // Next names the nodes the run waits to run ("gate:close_ticket").
 func (c *Client) Next(ctx context.Context, id string) ([]string, error) {
 	var next []string
-	return next, c.query(ctx, id, workflows.QueryNext, &next)
+	return next, c.retiredOr(id, c.query(ctx, id, workflows.QueryNext, &next))
 }
 
 // Trace is the run's append-only trace.
 func (c *Client) Trace(ctx context.Context, id string) ([]workflows.TraceRecord, error) {
 	var tr []workflows.TraceRecord
-	return tr, c.query(ctx, id, workflows.QueryTrace, &tr)
+	return tr, c.retiredOr(id, c.query(ctx, id, workflows.QueryTrace, &tr))
 }
 
 // Tool reads the spec of tool name as run id holds it (its argument schema
@@ -401,4 +403,44 @@ func closedHow(status enumspb.WorkflowExecutionStatus) string {
 		return "timed out"
 	}
 	return "has closed (" + status.String() + ")"
+}
+
+// retiredOr is err, or, for a query that failed otherwise than for a run
+// that is not there or refused it, ErrRetired when the run's workers do not
+// run its rules version (retired).
+func (c *Client) retiredOr(id string, err error) error {
+	var nf *serviceerror.NotFound
+	var refusal *Error
+	if err == nil || errors.As(err, &nf) || errors.As(err, &refusal) {
+		return err
+	}
+	if msg, ok := c.retired(id); ok {
+		return refused(ErrRetired, msg)
+	}
+	return err
+}
+
+// retired says whether run id's workflow task last failed because the
+// worker that took it does not run the run's rules version, and that
+// worker's words (workflows.RetiredMessage): a query of such a run is never
+// answered, so a failed query looks for it in the run's latest events, under
+// a deadline of its own (the query's may have passed).
+func (c *Client) retired(id string) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.tc.WorkflowService().GetWorkflowExecutionHistoryReverse(ctx, &workflowservice.GetWorkflowExecutionHistoryReverseRequest{
+		Namespace: c.Namespace(), Execution: &commonpb.WorkflowExecution{WorkflowId: id}, MaximumPageSize: 50})
+	if err != nil {
+		return "", false
+	}
+	for _, ev := range resp.GetHistory().GetEvents() {
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
+			msg := f.GetFailure().GetMessage()
+			return msg, workflows.IsRetired(msg)
+		}
+		if ev.GetWorkflowTaskCompletedEventAttributes() != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

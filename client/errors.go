@@ -43,6 +43,10 @@ var (
 	// (AwaitDecision: before any of its calls waited for a human; the error
 	// is an *EndedError, with how the run ended).
 	ErrRunEnded = errors.New("run ended")
+	// ErrRetired: the run holds a rules version the workers that took its
+	// workflow task do not run (workflows.RetiredMessage, which the error
+	// says): a worker of an older build runs it (docs/versions.md).
+	ErrRetired = errors.New("retired rules version")
 )
 
 // Error is a refusal: which of the Err* values it is (errors.Is), and why.

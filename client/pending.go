@@ -209,7 +209,7 @@ func (c *Client) pendingOf(ctx context.Context, id, queue string, traceRecords i
 		}
 		return err
 	}
-	if r.state, r.err = c.State(ctx, id); r.err != nil {
+	if r.err = c.query(ctx, id, workflows.QueryState, &r.state); r.err != nil { // no look at a failed run's history: a listing stays quick
 		r.err = explain("state", r.err)
 		return r
 	}

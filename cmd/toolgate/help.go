@@ -140,6 +140,9 @@ var commandHelp = []command{
 	{name: "guards", group: groupOperate, summary: "the fleet ledger: each guard's use within its window, and what is paused",
 		usage:    []string{"toolgate guards [--json] [--task-queue Q] [CONNECTION]"},
 		examples: []string{"toolgate guards", "toolgate guards --json"}},
+	{name: "versions", group: groupOperate, summary: "open runs per rules version, and which this build runs (exit 3: drain)",
+		usage:    []string{"toolgate versions [--json] [--task-queue Q] [CONNECTION]"},
+		examples: []string{"toolgate versions"}},
 	{name: "replay", group: groupOperate, summary: "replay exported histories against this binary's workflow code",
 		usage: []string{"toolgate replay FILE... [--encryption-key-file FILE]"},
 		examples: []string{"temporal workflow show --workflow-id ticket-42 --output json > ticket-42.json",
@@ -190,8 +193,7 @@ func groupedHelp() string {
 			}
 		}
 	}
-	b.WriteString(`
-CONNECTION: --address, --namespace, --profile, --api-key, --tls-*, as temporal's; and --token-file.
+	b.WriteString(`CONNECTION: --address, --namespace, --profile, --api-key, --tls-*, as temporal's; and --token-file.
 toolgate help COMMAND: its examples and flags. Benchmark: go run ./cmd/toolgate-bench
 `)
 	return b.String()

@@ -84,6 +84,7 @@ func (c *cli) commands() map[string]func(context.Context, []string) error {
 		"keys": c.keys, "grant": c.grant, "revoke": c.revoke, "audit": c.audit, "mcp": c.mcp, "inbox": c.inboxCmd,
 		"codec-server": c.codecServer, "agui": c.aguiCmd, "notify": c.notify,
 		"pause": c.pauseCmd(true), "unpause": c.pauseCmd(false), "guards": c.guards, "nexus": c.nexus,
+		"versions": c.versions,
 	}
 }
 
