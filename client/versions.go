@@ -18,7 +18,7 @@ type VersionCount struct {
 	// Version is the rules version (workflows.Versions); -1 is the first
 	// release's (a run with no version marker), and Newer counts runs of a
 	// version above this build's.
-	Version int `json:"version"`
+	Version int   `json:"version"`
 	Open    int64 `json:"open"`
 	// Runs this build runs: Version from Oldest to Current.
 	Runs bool `json:"runs"`
