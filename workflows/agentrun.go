@@ -45,51 +45,27 @@ type run struct {
 	errText   string
 	blockedOn *tool.ConfirmationRequired
 
-	// parking: the run continues as new while calls wait; every wait parks
-	// (park.go), and parked holds them until the carry is made. resumed are
-	// the waits the previous run parked, taken up.
-	parking bool
-	parked  []*parked
-	resumed []*pending
-	// firstLength is the history's length when this run started.
-	firstLength int
+	// The run's state by concern, each kept in the file of its concern
+	// (issue #47): parking (park.go), the external planner's calls
+	// (external.go), deliveries (notify.go), a fork and a rewind
+	// (fork.go, rewind.go), the fleet ledger (guards.go), uses being
+	// claimed (spent.go), the history's length (continue.go).
+	parkState
+	externalState
+	notifyState
+	forkState
+	guardState
+	claimState
+	historyState
+
 	// ready: the run is configured (its tools and policy are loaded), so it
 	// may take decisions (a continued run may hold parked calls from its
 	// first workflow task on).
 	ready bool
-
-	// The external planner's calls (external.go): root is the run's own
-	// context, which its calls run in; ext the calls it remembers (carried
-	// as Carry.External); openCalls those not finished; proposals the
-	// proposals this run took; roots the call each fallback answers for.
-	root      workflow.Context
-	ext       []*ExternalCall
-	openCalls int
-	proposals int
-	roots     map[string]string
-
 	// version is this run's rules version (see versionChangeID).
 	version workflow.Version
-	// lenSeen and localSince estimate the history length between workflow
-	// tasks (see historyLength).
-	lenSeen, localSince int
-
-	// notifySeq numbers the deliveries this run scheduled (their activity
-	// ids); notifying counts those in flight (notify.go).
-	notifySeq, notifying int
-
 	// obs watches a replay of this run (Observe); nil when it runs.
 	obs *Observer
-	// forkStep holds the proposals a fork starts with (fork.go).
-	forkStep []tool.Proposal
-	// claiming are the uses being claimed on the server now (spent.go).
-	claiming map[string]bool
-	// held are the keys of this run's calls the ledger counts, reserved
-	// and not settled yet.
-	held map[string]bool
-	// noted says whose rewind note this run took (rules version 9: one,
-	// the note of the reset that made it).
-	noted string
 	// policyDigest caches the digest of the policy the run is held to, for
 	// its permits' rules (permit.go).
 	policyDigest string
@@ -146,8 +122,8 @@ func newRun(ctx workflow.Context, in RunInput) (*run, error) {
 		return nil, err
 	}
 	r := &run{in: in, workflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, policy: in.Approval, now: func() time.Time { return workflow.Now(ctx) },
-		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), claiming: map[string]bool{}, held: map[string]bool{},
-		version: version}
+		logger: workflow.GetLogger(ctx), metrics: workflow.GetMetricsHandler(ctx), version: version,
+		claimState: claimState{claiming: map[string]bool{}}, guardState: guardState{held: map[string]bool{}}}
 	c := in.Carry
 	if in.invalid != nil {
 		return nil, errors.New(clip(in.invalid.Error(), MaxTextBytes))

@@ -7,6 +7,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// historyState estimates the history's length between workflow tasks
+// (historyLength): lenSeen, the length last seen, and localSince, the local
+// activities completed since.
+type historyState struct {
+	lenSeen, localSince int
+}
+
 // continueAsNewDue reports whether the run should continue as new: Temporal
 // suggests it, or the history reached the run's own limit. A run that has not
 // yet made progress never continues as new, so a limit set too low cannot

@@ -21,6 +21,18 @@ import (
 // holds back only itself; the update answers once its call has finished, or
 // waits for a human, and the call query tells how it stands after that.
 
+// externalState is the external planner's calls: root is the run's own
+// context, which its calls run in; ext the calls it remembers (carried as
+// Carry.External); openCalls those not finished; proposals the proposals
+// this run took; roots the call each fallback answers for.
+type externalState struct {
+	root      workflow.Context
+	ext       []*ExternalCall
+	openCalls int
+	proposals int
+	roots     map[string]string
+}
+
 // Names of the external planner's update and query.
 const (
 	// UpdatePropose takes a Proposal and answers a CallStatus.

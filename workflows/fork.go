@@ -28,6 +28,14 @@ import (
 // of the source is carried into a fork, and its idempotency keys are its own
 // (they name its workflow id).
 
+// forkState is what a fork and a rewind leave in a run: forkStep holds the
+// proposals a fork starts with; noted says whose rewind note the run took
+// (one: the note of the reset that made it; rewind.go).
+type forkState struct {
+	forkStep []tool.Proposal
+	noted    string
+}
+
 // MaxForkers bounds the operators a fork chain records as its forkers
 // (Carry.ForkedBy): a fork of a fork past it is refused.
 const MaxForkers = 16

@@ -25,6 +25,12 @@ import (
 // the memo). The ledger counts a key once, so a retried, rewound or
 // re-approved call counts once; a rewind of the run gives nothing back.
 
+// guardState holds the keys of the run's calls the fleet ledger counts,
+// reserved and not settled yet.
+type guardState struct {
+	held map[string]bool
+}
+
 // PausedError is the ApplicationError type of a call a worker refused to
 // run because the fleet ledger pauses its tool (or because it could not
 // learn the pauses, for a destructive call): when it signs the call's

@@ -21,6 +21,12 @@ import (
 // deliveries in flight, at most NotifyDrain, before they end or continue as
 // new, so none is dropped.
 
+// notifyState numbers the deliveries a run scheduled (notifySeq: their
+// activity ids) and counts those in flight (notifying).
+type notifyState struct {
+	notifySeq, notifying int
+}
+
 // NotifyDrain is the longest a run waits for its deliveries in flight when it
 // ends or continues as new: longer than NotifyDeadline, so every delivery
 // has ended, delivered or given up, and is in the trace.

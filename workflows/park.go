@@ -20,6 +20,17 @@ import (
 // same point, with the same question (requested_at, expires_at), the same
 // approvals so far, and the same call id.
 
+// parkState is a run's parking: the run continues as new while calls wait;
+// every wait parks, and parked holds them until the carry is made. resumed
+// are the waits the previous run parked, taken up; firstLength is the
+// history's length when this run started.
+type parkState struct {
+	parking     bool
+	parked      []*parked
+	resumed     []*pending
+	firstLength int
+}
+
 // Bounds that keep the parked calls of a step within the carry.
 const (
 	// MaxStepArgsBytes bounds the arguments of one step's calls in all (each

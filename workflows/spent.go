@@ -35,6 +35,11 @@ import (
 // cannot start a workflow, so it refuses a token the chain has just taken
 // without a history event.
 
+// claimState holds the uses being claimed on the server now.
+type claimState struct {
+	claiming map[string]bool
+}
+
 // SpentMarkerPrefix starts the workflow id of a use claimed on the server
 // (rules version 9): SpentMarkerPrefix + the token's id, or + "link-" and
 // the digest of a link's secret and the approver who used it.
