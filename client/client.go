@@ -434,8 +434,12 @@ func (c *Client) retired(id string) (string, bool) {
 		return "", false
 	}
 	for _, ev := range resp.GetHistory().GetEvents() {
-		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
-			msg := f.GetFailure().GetMessage()
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil && f.GetFailure() != nil {
+			fc := c.fc // a worker that encrypts payloads encodes the failure's message too
+			if fc == nil {
+				fc = temporal.GetDefaultFailureConverter()
+			}
+			msg := fc.FailureToError(f.GetFailure()).Error()
 			return msg, workflows.IsRetired(msg)
 		}
 		if ev.GetWorkflowTaskCompletedEventAttributes() != nil {
