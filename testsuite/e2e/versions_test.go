@@ -41,6 +41,7 @@ func startOldBuild(t *testing.T, s *stack) sdkworker.Worker {
 // and which build runs it, and a query answers the same — and leaves it
 // open, so a worker of the build it names carries it on to its end.
 func TestARunOfARetiredVersionIsDrainedNotBroken(t *testing.T) {
+	longSuite(t)
 	s := newStack(t)
 	old := startOldBuild(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
