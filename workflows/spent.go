@@ -10,25 +10,23 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// This file keeps what a run chain has spent where no reset rolls it back
-// (rules version 9). A reset — toolgate's rewind, or the stock CLI's, with
-// or without reapply — rolls a run's state back, and with it the chain's
-// list of spent tokens (tokens.go): a token copied from the old history
-// would be taken again. So every signed act a run takes (a decision, a
-// grant, a revoke, a rewind note) is first claimed on the server: a marker
-// child workflow (StartMarkerWorkflow, which does nothing) is started under
-// a workflow id derived from the token, with the id reuse policy
-// REJECT_DUPLICATE, and the server refuses a second start of that id for as
-// long as the namespace keeps closed workflows (its retention, days; a
-// token lives an hour at most). A signed start and a fork already claim
-// their token so (claimStart). A decision by link is claimed per link and
-// approver: the link's secret decides once for each approver.
-//
-// The claim is no child workflow of the run but a local activity (ClaimActivity) of the worker, which starts the marker in
-// the authority namespace (package authority), where no client of the runs
-// may write: nobody can delete a marker to give a token back, or start it
-// first to make an honest use fail. The claim knows its claimant — the run
-// and the local activity that claims — so the same claim after a retry or a
+// This file keeps what a run chain has spent where no reset rolls it back.
+// A reset — toolgate's rewind, or the stock CLI's, with or without reapply —
+// rolls a run's state back, and with it the chain's list of spent tokens
+// (tokens.go): a token copied from the old history would be taken again. So
+// every signed act a run takes (a decision, a grant, a revoke, a rewind note)
+// is first claimed on the server: a local activity of the worker
+// (ClaimActivity) starts a marker workflow (StartMarkerWorkflow, which does
+// nothing) under a workflow id derived from the token, with the id reuse
+// policy REJECT_DUPLICATE, in the authority namespace (package authority),
+// where no client of the runs may write. The server refuses a second start
+// of that id for as long as the namespace keeps closed workflows (its
+// retention, days; a token lives an hour at most), nobody can delete a
+// marker to give a token back, or start it first to make an honest use fail.
+// A signed start and a fork claim their token so too (claimStart). A
+// decision by link is claimed per link and approver: the link's secret
+// decides once for each approver. The claim knows its claimant — the run and
+// the local activity that claims — so the same claim after a retry or a
 // crash is the owner's again, and a reset run (another run id) is refused.
 //
 // The spent list in the run's state stays, as a cache: an update validator

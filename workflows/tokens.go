@@ -39,9 +39,11 @@ const MaxSpentTokens = 1024
 // past it, only that signer's tokens are refused until older ones expire.
 const MaxTokensPerSigner = 256
 
-// StartMarkerWorkflow is the workflow type a signed start claims its token
-// with: a child workflow that does nothing, whose workflow id
-// (StartMarkerPrefix + the token's id) the server keeps unique.
+// StartMarkerWorkflow is the workflow type of a claim's marker (spent.go): a
+// workflow that does nothing, whose workflow id (StartMarkerPrefix + the
+// token's id for a signed start) the server keeps unique. The fleet ledger
+// starts it too (ledger.MarkerWorkflow); workers register it
+// (worker/worker.go, worker/authority.go).
 const (
 	StartMarkerWorkflow = "toolgate.start-token"
 	StartMarkerPrefix   = "toolgate-start-token-"

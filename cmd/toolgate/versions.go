@@ -40,8 +40,8 @@ func (c *cli) versions(ctx context.Context, args []string) error {
 		printVersions(c.stdout, rep)
 	}
 	if n := rep.Retired(); n > 0 {
-		return &exitError{code: 3, err: fmt.Errorf("%s of a rules version this build does not run: drain %s with %s before deploying this build (docs/versions.md)",
-			text.Count(int(n), "open run"), map[bool]string{true: "it", false: "them"}[n == 1], rep.Build.RetiredBuild)}
+		return &exitError{code: 3, err: fmt.Errorf("%s of a rules version this build does not run: drain them with %s before deploying this build (docs/versions.md)",
+			text.Count(int(n), "open run"), rep.Build.RetiredBuild)}
 	}
 	return nil
 }
