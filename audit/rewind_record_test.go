@@ -17,11 +17,11 @@ import (
 	"github.com/toolgate/toolgate/workflows"
 )
 
-// v14Reset is the reset rewound_v14.json holds: its id (its reason's end),
+// v16Reset is the reset rewound_v16.json holds: its id (its reason's end),
 // the base run, its event and the run it made.
-func v14Reset(t *testing.T) workflows.RewindRecord {
+func v16Reset(t *testing.T) workflows.RewindRecord {
 	t.Helper()
-	f, err := os.Open(filepath.Join(histories, "rewound_v14.json"))
+	f, err := os.Open(filepath.Join(histories, "rewound_v16.json"))
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
@@ -35,17 +35,17 @@ func v14Reset(t *testing.T) workflows.RewindRecord {
 				CallID: "c-2", By: "dave", Signed: true, Reset: reason[i+len("reset "):]}
 		}
 	}
-	t.Fatal("no reset in rewound_v14.json")
+	t.Fatal("no reset in rewound_v16.json")
 	return workflows.RewindRecord{}
 }
 
-// A rewound run of rules version 14, audited with the records of the
+// A rewound run of rules version 16, audited with the records of the
 // authority namespace: dave's rewind verifies with the worker's record of
 // its reset; without the record, or with one of another reset, the audit
 // names the reset — no worker's record covers it — and fails it, though
 // dave's note is there and verifies.
 func TestAResetIsCheckedAgainstItsRecord(t *testing.T) {
-	want := v14Reset(t)
+	want := v16Reset(t)
 	read := func(rec *workflows.RewindRecord) audit.RecordReader {
 		return func(reset string) (workflows.RewindRecord, error) {
 			if rec == nil || reset != want.Reset {
@@ -56,9 +56,9 @@ func TestAResetIsCheckedAgainstItsRecord(t *testing.T) {
 	}
 	audited := func(rec *workflows.RewindRecord) audit.Report {
 		t.Helper()
-		rep, err := audit.File(filepath.Join(histories, "rewound_v14.json"), nil, audit.WithRewindRecords(read(rec)))
+		rep, err := audit.File(filepath.Join(histories, "rewound_v16.json"), nil, audit.WithRewindRecords(read(rec)))
 		require.NoError(t, err)
-		assert.Equal(t, 14, rep.Version)
+		assert.Equal(t, 16, rep.Version)
 		return rep
 	}
 
@@ -81,7 +81,7 @@ func TestAResetIsCheckedAgainstItsRecord(t *testing.T) {
 	}
 	// Without the records (an exported file alone) the note vouches, as the
 	// run took it only with its record.
-	rep, err := audit.File(filepath.Join(histories, "rewound_v14.json"), nil)
+	rep, err := audit.File(filepath.Join(histories, "rewound_v16.json"), nil)
 	require.NoError(t, err)
 	requireAllVerified(t, rep)
 }

@@ -25,9 +25,8 @@ const histories = "../testsuite/histories"
 // rules version this build runs (workflows.Versions). The fixtures of
 // retired versions are under retired/ (TestRetiredHistoriesAreRefused).
 var flows = []string{
-	// rules version 14: a rewind carried out by a worker; the fleet ledger
-	// keeping its pauses in its memo
-	"rewound_v14", "guarded_v14", "ledger_v14",
+	// the fleet ledger keeping its pauses in its memo (ledger-pause-memo)
+	"ledger_v14",
 	"ledger_v10", "ledger_v12", // the fleet ledger's histories of before (its own change ids)
 	"nexus_call_v10", "nexus_withdrawn_v10", // the workflows behind two Nexus call operations, before call-told
 	// rules version 15: the run tells a call's waiter; the call workflow
@@ -46,6 +45,9 @@ var flows = []string{
 	"parallel_v16", "continue_as_new_v16_first", "continue_as_new_v16_last", "message_v16", "support_planner_v16",
 	"policy_rule_v16", "policy_quorum_v16", "policy_edit_v16", "park_v16_first", "park_v16_last", "outcomes_v16",
 	"external_v16", "remote_v16", "notified_v16", "rewound_v16", "forked_v16",
+	// rules version 17: a guarded call whose tool's question parked, rejected
+	// in the next run, is settled with the fleet ledger there
+	"guarded_park_v17_first", "guarded_park_v17_last",
 }
 
 // retired holds the fixtures of rules versions this build no longer runs.

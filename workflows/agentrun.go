@@ -1,5 +1,6 @@
 // Package workflows holds AgentRun, toolgate's workflow: a planner proposes
-// tool calls, and every call passes gate → memo → run → fallback (executor.go).
+// tool calls, and every call passes gate → memo → run → fallback, as named
+// stages (pipeline.go).
 // The code here is pure decision-making over workflow state: all I/O is in
 // activities, time comes from workflow.Now, and nothing ranges over a map.
 package workflows

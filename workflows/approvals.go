@@ -37,22 +37,20 @@ type pending struct {
 // maxRefusals bounds the refused decisions kept in state.
 const maxRefusals = 20
 
-// pause turns a ConfirmationRequired (kind gate) or a tool's interrupt (kind
-// interrupt) into a wait for a human decision on this exact call. It returns
-// the approval, or the outcome that ends the call: rejected (with the reason,
-// which the planner receives) or expired (no decision in time: a rejection).
-// Under a policy, v (nil: the tool's default) says who may decide, and an
-// approver may have edited the arguments: c then holds the edited ones.
-func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, reason string, v *policy.Verdict) (*tool.Approval, *outcome) {
+// askStage asks a human about the call: the gate's question (kind gate) or
+// the tool's own (kind interrupt), on this exact call. Who may answer is the
+// rule's approvers (f.asked), or the tool's.
+func (r *run) askStage(ctx workflow.Context, f *flight) stage {
+	c := f.c
 	digest, _ := tool.Digest(c.Tool, c.Args)
 	now := r.now()
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	p := &pending{Interrupt: Interrupt{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args, ArgsDigest: digest,
-		Kind: kind, Reason: clip(reason, MaxTextBytes), RequestedAt: now, ExpiresAt: now.Add(timeout)}}
+		Kind: f.kind, Reason: clip(f.question, MaxTextBytes), RequestedAt: now, ExpiresAt: now.Add(timeout)}}
 	if spec := specOf(r.Config, c.Tool); spec != nil {
 		p.Destructive = spec.Destructive
 	}
-	switch {
+	switch v := f.asked; {
 	case r.engine == nil:
 		p.setNeed(policy.Approvers{Count: 1}, false)
 	case v != nil:
@@ -64,54 +62,66 @@ func (r *run) pause(ctx workflow.Context, c *tool.Call, kind tool.DecisionKind, 
 	p.proposed = p.need
 	r.pending = append(r.pending, p)
 	r.publish(ctx)
-	r.notifyCall(ctx, NotifyWaiting, p, "", "")
-	return r.wait(ctx, c, p)
+	f.wait, f.told = p, &told{event: NotifyWaiting}
+	return stageWait
 }
 
-// wait waits for the decision on p, and returns the approval or the outcome
-// that ends the call. A wait that parks (the run continues as new while it
-// waits: park.go) leaves p pending and returns an outcome that says so.
-func (r *run) wait(ctx workflow.Context, c *tool.Call, p *pending) (*tool.Approval, *outcome) {
+// waitStage waits for the decision on the call's question. An approval lets
+// the call on (at the gate, an approver may have edited its arguments: f.c
+// then holds the edited ones); a rejection, an answer in the tool's place or
+// no decision in time (a rejection) ends it. A wait that parks (the run
+// continues as new while it waits: park.go) leaves the question pending.
+func (r *run) waitStage(ctx workflow.Context, f *flight) stage {
+	p := f.wait
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	decided, parks, err := r.awaitDecision(ctx, p, max(p.ExpiresAt.Sub(r.now()), 0))
 	if parks {
-		return nil, park(p)
+		pk := &parked{wait: p, depth: f.depth}
+		if f.kind == KindInterrupt {
+			pk.round = f.round
+		}
+		return f.end(outcome{Status: statusParked, parked: pk})
 	}
 	r.dropPending(p)
 	r.publish(ctx)
 	switch {
 	case err != nil:
-		return nil, &outcome{Status: TraceError, Error: "run cancelled while waiting for approval"}
+		return f.end(outcome{Status: TraceError, Error: "run cancelled while waiting for approval"})
 	case !decided:
 		msg := fmt.Sprintf("no decision within %s: treated as rejected", timeout)
 		if len(p.ApprovedBy) > 0 {
 			msg += fmt.Sprintf(" (%d of %d approvals: %s)", len(p.ApprovedBy), p.need.Count, strings.Join(p.ApprovedBy, ", "))
 		}
-		r.record(*c, TraceRecord{Status: TraceExpired, Reason: msg, Rule: p.Rule})
-		r.notifyCall(ctx, NotifyExpired, p, TraceExpired, "")
-		return nil, &outcome{Status: TraceExpired, Error: r.notExecuted(msg)}
+		r.record(f.c, TraceRecord{Status: TraceExpired, Reason: msg, Rule: p.Rule})
+		f.told = &told{event: NotifyExpired, decision: TraceExpired}
+		return f.end(outcome{Status: TraceExpired, Error: r.notExecuted(msg)})
 	case p.response != nil:
-		r.record(*c, TraceRecord{Status: TraceResponded, Approver: p.by, Reason: p.reason, Rule: p.Rule, Result: p.response, Via: p.viaText()})
-		r.notifyCall(ctx, NotifyDecided, p, TraceResponded, p.by)
-		return nil, &outcome{Status: TraceResponded, Result: p.response, Note: respondedNote(p)}
+		r.record(f.c, TraceRecord{Status: TraceResponded, Approver: p.by, Reason: p.reason, Rule: p.Rule, Result: p.response, Via: p.viaText()})
+		f.told = &told{event: NotifyDecided, decision: TraceResponded, by: p.by}
+		return f.end(outcome{Status: TraceResponded, Result: p.response, Note: respondedNote(p)})
 	case p.approval == nil:
 		status := TraceRejected
 		if p.cancel {
 			status = TraceCancelled
 		}
-		r.record(*c, TraceRecord{Status: status, Approver: p.by, Reason: p.reason, Rule: p.Rule, Via: p.viaText()})
-		r.notifyCall(ctx, NotifyDecided, p, status, p.by)
-		return nil, &outcome{Status: status, Error: r.notExecuted(fmt.Sprintf("%s by %s: %s", status, p.by, p.reason))}
-	default:
-		c.Args = p.CallArgs // an approver's edit, if they made one
-		status := TraceApproved
-		if p.OriginalArgs != nil {
-			status = TraceEdited
-		}
-		r.record(*c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs, Via: p.viaText()})
-		r.notifyCall(ctx, NotifyDecided, p, status, p.approval.Approver)
-		return p.approval, nil
+		r.record(f.c, TraceRecord{Status: status, Approver: p.by, Reason: p.reason, Rule: p.Rule, Via: p.viaText()})
+		f.told = &told{event: NotifyDecided, decision: status, by: p.by}
+		return f.end(outcome{Status: status, Error: r.notExecuted(fmt.Sprintf("%s by %s: %s", status, p.by, p.reason))})
 	}
+	f.c.Args = p.CallArgs // an approver's edit, if they made one
+	status := TraceApproved
+	if p.OriginalArgs != nil {
+		status = TraceEdited
+	}
+	r.record(f.c, TraceRecord{Status: status, Approver: p.approval.Approver, Reason: p.approval.Note, Rule: p.Rule, OriginalArgs: p.OriginalArgs, Via: p.viaText()})
+	f.told = &told{event: NotifyDecided, decision: status, by: p.approval.Approver}
+	f.approval = p.approval
+	if f.kind == KindInterrupt { // the tool's question answered: it runs again
+		f.round++
+		return stageRun
+	}
+	f.decided = true // the fleet ledger checks the call again
+	return stageGuard
 }
 
 // awaitDecision waits until p is decided or timeout passes, and reports

@@ -11,7 +11,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/toolgate/toolgate/plan"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/signed"
 	"github.com/toolgate/toolgate/tool"
@@ -373,79 +372,6 @@ func (p *pending) setNeed(need policy.Approvers, shown bool) {
 		n.Roles = slices.Clone(need.Roles)
 		p.Needs = &n
 	}
-}
-
-// policyGate is the gate under the worker's policy: the tool's rules decide
-// (allow, deny or ask), a grant may answer an ask, and what is left waits
-// for the approvers the rule names. A shadow rule that held is recorded.
-func (r *run) policyGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*tool.Approval, *outcome) {
-	v := r.evaluate(c.Tool, spec.Destructive, c.Args)
-	for _, s := range v.Shadows {
-		what := "shadow rule " + s.Rule + " would have decided " + string(s.Decide)
-		if s.Error != "" {
-			what = "shadow rule " + s.Rule + " could not be evaluated: " + s.Error
-		}
-		r.record(*c, TraceRecord{Status: TraceShadow, Rule: s.Rule, Reason: what})
-	}
-	if v.Decide == policy.Deny {
-		msg := fmt.Sprintf("%s%s of the worker's policy", plan.DeniedByRule, v.Rule)
-		if v.FailedClosed {
-			msg += " (" + clip(v.Error, MaxTextBytes/2) + ")"
-		}
-		r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: msg})
-		return nil, &outcome{Status: TraceBlocked, Error: msg}
-	}
-	guardReason := ""
-	if r.guarded(c.Tool, spec) { // the fleet ledger (guards.go): a pause, a guard's limit
-		gv, why, stop := r.guardGate(ctx, c, spec)
-		if stop != nil {
-			return nil, stop
-		}
-		if gv != nil {
-			v, guardReason = *gv, why
-		}
-	}
-	if v.Decide == policy.Allow {
-		if v.Rule == "" {
-			return nil, nil // a read no rule holds back
-		}
-		a := &tool.Approval{Approver: "rule:" + v.Rule, Kind: tool.ApprovedByRule}
-		r.record(*c, TraceRecord{Status: TraceApproved, Approver: a.Approver, Rule: v.Rule})
-		return a, nil
-	}
-	if guardReason == "" { // a grant never lets a call past a guard
-		if a := r.useGrant(*c, v); a != nil {
-			return a, nil
-		}
-	}
-	reason := "needs confirmation"
-	switch {
-	case guardReason != "":
-		reason = guardReason
-	case v.Error != "":
-		reason = clip(v.Error, MaxTextBytes/2) + " (so a human decides)"
-	case v.Rule != "":
-		reason = "rule " + v.Rule + " asks for " + v.Need.Describe()
-	}
-	r.record(*c, TraceRecord{Status: TraceBlocked, Rule: v.Rule, Error: reason})
-	if r.policy == PolicyDeny {
-		if r.blockedOn == nil {
-			r.blockedOn = &tool.ConfirmationRequired{CallID: c.ID, Tool: c.Tool, CallArgs: c.Args}
-		}
-		return nil, &outcome{Status: TraceBlocked, Error: "call refused by the deny policy: " + reason}
-	}
-	proposed := c.Args
-	a, stop := r.pause(ctx, c, KindGate, reason, &v)
-	if stop == nil && a != nil { // decided: the ledger checks the call again (a pause, a full guard)
-		var original []byte
-		if !bytes.Equal(proposed, c.Args) {
-			original = proposed
-		}
-		if out := r.guardDecided(ctx, *c, spec, v.Rule, original); out != nil {
-			return nil, out
-		}
-	}
-	return a, stop
 }
 
 // evaluate applies the policy's rules to a call, failing closed to the

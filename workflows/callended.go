@@ -48,7 +48,7 @@ func checkNotify(id string) error {
 // watchCall adds the proposal's waiter to the call's, and reports whether
 // the run will signal it when the call ends.
 func (r *run) watchCall(rec *ExternalCall, waiter string) bool {
-	if waiter == "" || rec.Done || r.version < versionCallEnded {
+	if waiter == "" || rec.Done {
 		return false
 	}
 	if slices.Contains(rec.Notify, waiter) {
@@ -64,9 +64,6 @@ func (r *run) watchCall(rec *ExternalCall, waiter string) bool {
 // tellWaiters signals each waiter of a call that has ended. A waiter that
 // is gone fails its signal, which changes nothing for the run.
 func (r *run) tellWaiters(ctx workflow.Context, rec *ExternalCall) {
-	if r.version < versionCallEnded {
-		return
-	}
 	for _, id := range rec.Notify {
 		workflow.SignalExternalWorkflow(ctx, id, "", SignalCallEnded, rec.CallID)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/workflows"
 )
@@ -103,21 +102,4 @@ func TestAParkedCallTellsItsWaitersFromTheNextRun(t *testing.T) {
 	require.Equal(t, []string{"toolgate-call-a"}, inputs[1].Carry.External[0].Notify)
 	require.Equal(t, workflows.StatusCompleted, res.Status)
 	require.Equal(t, []string{"toolgate-call-a c-1"}, got(), "the next run told the waiter")
-}
-
-// A run of rules version 14 takes the waiter's name and tells no one: its
-// answer says so (no Notifies), and its waiter looks for itself.
-func TestARunOfOlderRulesTellsNoOne(t *testing.T) {
-	f := newFixture(t)
-	f.env.OnGetVersion("decision-kind", workflow.DefaultVersion, workflows.CurrentRulesVersion).Return(workflow.Version(14))
-	got := f.told()
-	var p *outcome[workflows.CallStatus]
-	f.at(time.Second, func() { p = f.proposeFor("toolgate-call-a", "close_ticket", `{"ticket_id":"TKT-3"}`, "k") })
-	f.at(2*time.Second, func() { f.approve("c-1") })
-	f.at(3*time.Second, func() { f.env.SignalWorkflow(workflows.SignalEnd, nil) })
-	res := f.run(external())
-	require.Equal(t, workflows.StatusCompleted, res.Status)
-	require.NoError(t, p.err)
-	require.False(t, p.result.Notifies)
-	require.Empty(t, got())
 }

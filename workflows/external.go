@@ -238,7 +238,7 @@ func (r *run) attachable(p Proposal) (*ExternalCall, error) {
 }
 
 // admit takes a proposal: it attaches to the call it names, or numbers a new
-// call and starts it through the four steps.
+// call and starts it along its stages (pipeline.go).
 func (r *run) admit(p Proposal) (*ExternalCall, bool, error) {
 	if rec, err := r.checkProposal(p); err != nil || rec != nil {
 		return rec, rec != nil, err

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -150,13 +151,6 @@ func (r *run) settleNow(ctx workflow.Context, s ledger.Settlement) {
 	}
 }
 
-// release releases c's reservation, if the call is one the ledger counts.
-func (r *run) release(ctx workflow.Context, c tool.Call, spec tool.Spec) {
-	if r.guarded(c.Tool, spec) {
-		r.settleCall(ctx, c, spec, false)
-	}
-}
-
 // usesText says what a reserved call counts toward.
 func usesText(v ledger.Verdict) string {
 	parts := make([]string, 0, len(v.Uses))
@@ -170,45 +164,63 @@ func usesText(v ledger.Verdict) string {
 	return s
 }
 
-// guardGate is the ledger's part of the gate, after the rules: a paused
-// tool or a guard that denies blocks the call; a guard that asks returns
-// the verdict the call waits on instead of the rule's, and why.
-func (r *run) guardGate(ctx workflow.Context, c *tool.Call, spec tool.Spec) (*policy.Verdict, string, *outcome) {
-	v := r.reserve(ctx, *c, spec, ledger.StageGate, "")
+// guardStage is the fleet ledger's part of the gate, for a call a guard
+// covers (or, under a policy with operators, any destructive call). After
+// the rules, the ledger reserves the call: a paused tool or a guard that
+// denies blocks it; a guard that asks puts its own question in place of the
+// rule's. Once a human has let the call by, the ledger checks it again: a
+// pause may have come, or a guard filled, while it waited.
+func (r *run) guardStage(ctx workflow.Context, f *flight) stage {
+	switch {
+	case !r.guarded(f.c.Tool, f.spec) && f.decided:
+		return stageMemo
+	case !r.guarded(f.c.Tool, f.spec):
+		return stageDecide
+	case f.decided:
+		var original []byte // the arguments reserved at the gate, when an approver edited them
+		if !bytes.Equal(f.proposed, f.c.Args) {
+			original = f.proposed
+		}
+		if out := r.guardDecided(ctx, f.c, f.spec, f.verdict.Rule, original); out != nil {
+			f.owes = false // refused: the ledger holds nothing of the call
+			return f.end(*out)
+		}
+		f.counted = f.c.Args
+		return stageMemo
+	}
+	v := r.reserve(ctx, f.c, f.spec, ledger.StageGate, "")
 	switch v.Decide {
 	case ledger.Reserved:
-		return nil, "", nil
 	case ledger.Ask:
 		need := policy.Approvers{Count: 1}
 		if v.Need != nil {
 			need = *v.Need
 		}
-		pv := &policy.Verdict{Rule: GuardRulePrefix + v.Guard, Decide: policy.Ask, Need: need}
-		return pv, clip(v.Reason, MaxTextBytes/2) + " (so " + need.Describe() + " may let it past)", nil
+		f.verdict = policy.Verdict{Rule: GuardRulePrefix + v.Guard, Decide: policy.Ask, Need: need}
+		f.guardWhy = clip(v.Reason, MaxTextBytes/2) + " (so " + need.Describe() + " may let it past)"
+	default:
+		f.owes = false
+		return f.end(r.guardRefusal(f.c, v))
 	}
-	return nil, "", r.guardRefusal(*c, v)
+	return stageDecide
 }
 
 // guardRefusal is the outcome of a call the ledger refused.
-func (r *run) guardRefusal(c tool.Call, v ledger.Verdict) *outcome {
+func (r *run) guardRefusal(c tool.Call, v ledger.Verdict) outcome {
 	rule := ""
 	if v.Guard != "" {
 		rule = GuardRulePrefix + v.Guard
 	}
 	msg := clip(plan.DeniedByLedger+v.Reason, MaxTextBytes)
 	r.record(c, TraceRecord{Status: TraceBlocked, Rule: rule, Error: msg})
-	return &outcome{Status: TraceBlocked, Error: msg, unreserved: true}
+	return outcome{Status: TraceBlocked, Error: msg}
 }
 
 // guardDecided checks a call a human has decided again with the ledger,
-// before it runs: a pause may have come, or a guard filled, while it
-// waited. rule is the rule the call waited on (a guard's when it asked);
-// original are the arguments reserved at the gate when an approver edited
-// them (nil: not edited).
+// before it runs. rule is the rule the call waited on (a guard's when it
+// asked); original are the arguments reserved at the gate when an approver
+// edited them (nil: not edited).
 func (r *run) guardDecided(ctx workflow.Context, c tool.Call, spec tool.Spec, rule string, original []byte) *outcome {
-	if !r.guarded(c.Tool, spec) {
-		return nil
-	}
 	if original != nil {
 		r.settleCall(ctx, tool.Call{ID: c.ID, Tool: c.Tool, Args: original}, spec, false) // the edit is another call
 	}
@@ -225,5 +237,5 @@ func (r *run) guardDecided(ctx workflow.Context, c tool.Call, spec tool.Spec, ru
 	}
 	out := r.guardRefusal(c, v)
 	out.Error = r.notExecuted(out.Error)
-	return out
+	return &out
 }

@@ -4,6 +4,10 @@ import (
 	"container/list"
 	"encoding/json"
 	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolgate/toolgate/tool"
 )
 
 // MemoEntry is one memoized result (also the form the memo is carried in
@@ -95,4 +99,19 @@ func (m *memo) snapshot() []MemoEntry {
 
 func (m *memo) stats() MemoStats {
 	return MemoStats{Entries: m.order.Len(), Bytes: m.bytes, Hits: m.hits, Misses: m.misses}
+}
+
+// memoStage answers a repeated read from the session's memo. Destructive
+// calls skip it both ways: never served from it, never stored in it (the run
+// stage stores what a read returns).
+func (r *run) memoStage(_ workflow.Context, f *flight) stage {
+	if !f.spec.Memoized() {
+		return stageRun
+	}
+	key, _ := tool.Key(f.c.Tool, f.c.Args) // canonical: check passed
+	if res, ok := r.memo.get(key); ok {    // the tool does not run: the fleet ledger releases it
+		return f.endWith(outcome{Status: TraceCacheHit, Result: res}, TraceRecord{Status: TraceCacheHit, Result: res})
+	}
+	r.metrics.WithTags(map[string]string{"tool": f.c.Tool}).Counter(MetricPrefix + "cache_miss").Inc(1)
+	return stageRun
 }

@@ -117,11 +117,6 @@ func (r *run) parkDue(ctx workflow.Context) bool {
 	return r.in.HistoryLimit > 0 && n >= r.in.HistoryLimit && n >= r.firstLength+minParkEvents
 }
 
-// park is the outcome of a wait that parked.
-func park(p *pending) *outcome {
-	return &outcome{Status: statusParked, parked: &parked{wait: p}}
-}
-
 // statusParked is the status of a parked call's outcome; it never reaches
 // the trace, the transcript or the planner.
 const statusParked = "parked"
@@ -197,53 +192,6 @@ func (r *run) resumeStep(ctx workflow.Context) (calls []tool.Call, outs []outcom
 	}
 	wg.Wait(ctx)
 	return calls, outs
-}
-
-// resume takes one parked call up where it stood, and finishes it as
-// execute would have: the edit note of the outermost call edited, and the
-// errors of the calls it is the fallback of.
-func (r *run) resume(ctx workflow.Context, pc ParkedCall, p *pending) outcome {
-	c := tool.Call{ID: p.CallID, Tool: p.Tool, Args: p.CallArgs}
-	spec := r.specs[c.Tool]
-	approval, stop := r.wait(ctx, &c, p)
-	var out outcome
-	var refused *outcome
-	if stop == nil && pc.Round == 0 { // decided at the gate: the ledger checks the call again
-		refused = r.guardDecided(ctx, c, spec, p.Rule, p.OriginalArgs)
-	}
-	switch {
-	case stop != nil:
-		out = *stop
-		if out.parked != nil {
-			out.parked.depth, out.parked.round = pc.Depth, pc.Round
-		} else if pc.Round == 0 { // not run: the ledger no longer counts the arguments reserved at the gate
-			r.release(ctx, reservedCall(p), spec)
-		}
-	case refused != nil:
-		out = *refused
-	case pc.Round > 0: // the tool's own question was answered: run it again
-		out = r.runAndFallback(ctx, c, spec, approval, pc.Depth, pc.Round+1)
-	default: // approved at the gate
-		out = r.afterGate(ctx, c, spec, approval, pc.Depth)
-	}
-	note := pc.Note // an outer call's edit: it wins, as in execute
-	if note == "" && pc.Round == 0 && approval != nil && p.OriginalArgs != nil {
-		note = editNote(approval, c.Args, p.OriginalArgs)
-	}
-	if out.parked != nil {
-		if note != "" {
-			out.parked.note = note
-		}
-		out.parked.frames = append(out.parked.frames, pc.FallbackOf...)
-		return out
-	}
-	if note != "" {
-		out.Note = note
-	}
-	for _, f := range pc.FallbackOf {
-		out.Error = joinErrors(fallbackError(f.Call.Tool, f.Attempts, f.Error, f.Fallback, f.FallbackID), out.Error)
-	}
-	return out
 }
 
 // reservedCall is the call as the gate reserved it: with the arguments

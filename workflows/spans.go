@@ -1,13 +1,13 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolgate/toolgate/plan"
-	"github.com/toolgate/toolgate/tool"
 )
 
 // This file is AgentRun's tracing hook: each step — plan, gate, memo, run,
@@ -122,14 +122,6 @@ func (r *run) startStep(ctx workflow.Context, name string, attrs ...attribute.Ke
 	return s
 }
 
-// callStep begins the span of a call's step.
-func (r *run) callStep(ctx workflow.Context, name string, c tool.Call, attrs ...attribute.KeyValue) *step {
-	if tracerOf(ctx) == nil {
-		return nil
-	}
-	return r.startStep(ctx, name, append([]attribute.KeyValue{AttrCallID.String(c.ID), AttrTool.String(c.Tool)}, attrs...)...)
-}
-
 // end reports the step's span, unless the run is replaying: a replayed step
 // was reported when it first ran.
 func (s *step) end(ctx workflow.Context, errText string, attrs ...attribute.KeyValue) {
@@ -150,34 +142,89 @@ func (r *run) planStep(ctx workflow.Context) (plan.Decision, error) {
 	return d, err
 }
 
-// endGate ends the gate's span on call c (see gateAttrs).
-func (r *run) endGate(ctx workflow.Context, s *step, c tool.Call, since int, approval *tool.Approval, stop *outcome) {
-	if s != nil {
-		s.end(ctx, "", r.gateAttrs(c, since, approval, stop)...)
+// spanOf is the span stage at of call f reports in: the gate's stages
+// (gate, guard, decide, and a human's decision at the gate) share one; the
+// memo has one for a read; each round of the run one; a fallback taken one.
+// The check and a wait on a tool's own question report none.
+func spanOf(at stage, f *flight) string {
+	switch at {
+	case stageGate, stageGuard, stageDecide:
+		return SpanGate
+	case stageAsk, stageWait:
+		if f.kind == KindGate {
+			return SpanGate
+		}
+	case stageMemo:
+		if f.spec.Memoized() {
+			return SpanMemo
+		}
+	case stageRun:
+		return SpanRun
+	case stageFallback:
+		return SpanFallback
 	}
+	return ""
 }
 
-// endRun ends the span of one run of a call's activity (see runAttrs).
-func endRun(ctx workflow.Context, s *step, spec tool.Spec, resp tool.Response, err error) {
-	if s != nil {
-		attrs, errText := runAttrs(spec, resp, err)
+// beginSpan begins the span of stage at, at the boundary before it, unless
+// it goes on the span already open (the gate's stages).
+func (r *run) beginSpan(ctx workflow.Context, f *flight, at stage) {
+	name := spanOf(at, f)
+	if name == "" || f.span != nil || tracerOf(ctx) == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{AttrCallID.String(f.c.ID), AttrTool.String(f.c.Tool)}
+	switch name {
+	case SpanGate:
+		attrs = append(attrs, AttrDestructive.Bool(f.spec.Destructive))
+	case SpanRun:
+		attrs = append(attrs, AttrRunRound.Int(f.round), AttrRunLocal.Bool(f.spec.Local))
+	case SpanFallback:
+		attrs = append(attrs, AttrFallbackFrom.String(f.c.Tool), AttrFallbackTo.String(f.fallback.Fallback), AttrFallbackCallID.String(f.fallback.FallbackID))
+	}
+	f.span, f.since = r.startStep(ctx, name, attrs...), r.TraceSeq
+}
+
+// endSpan ends the open span at the boundary after stage at, unless the next
+// stage goes on in it. Its attributes are read from the trace records the
+// stages wrote while it was open. A call that parked reports nothing here:
+// the run that takes it up reports its wait.
+func (r *run) endSpan(ctx workflow.Context, f *flight, at, next stage) {
+	s := f.span
+	if s == nil || (next != stageEnd && spanOf(next, f) == s.name) {
+		return
+	}
+	f.span = nil
+	if f.out.parked != nil {
+		return
+	}
+	recs := r.traceSince(f.c.ID, f.since)
+	switch s.name {
+	case SpanGate:
+		s.end(ctx, "", gateAttrs(f, recs)...)
+	case SpanMemo:
+		s.end(ctx, "", AttrMemo.String(hitOrMiss(slices.ContainsFunc(recs, func(rec TraceRecord) bool { return rec.Status == TraceCacheHit }))))
+	case SpanRun:
+		attrs, errText := runAttrs(recs)
 		s.end(ctx, errText, attrs...)
+	case SpanFallback:
+		s.end(ctx, errIf(f.out.Status == TraceError, f.out.Error), AttrFallbackStatus.String(f.out.Status))
 	}
 }
 
-// gateAttrs describes the gate's decision on call c from its outcome and the
-// trace records the gate wrote for c (those after sequence number since).
-func (r *run) gateAttrs(c tool.Call, since int, approval *tool.Approval, stop *outcome) []attribute.KeyValue {
+// gateAttrs describes the gate's decision on call f: how it left the gate,
+// and who decided by which rule, from the records its stages wrote.
+func gateAttrs(f *flight, recs []TraceRecord) []attribute.KeyValue {
 	decision := GateDecisionPassed
 	switch {
-	case stop != nil:
-		decision = stop.Status
-	case approval != nil:
+	case f.out.Status != "":
+		decision = f.out.Status
+	case f.approval != nil:
 		decision = TraceApproved
 	}
 	var rule, by string
 	blocked := false
-	for _, rec := range r.traceSince(c.ID, since) {
+	for _, rec := range recs {
 		switch rec.Status {
 		case TraceShadow:
 			continue // a rule that would have decided, but did not
@@ -216,15 +263,23 @@ func (r *run) traceSince(id string, since int) []TraceRecord {
 	return out
 }
 
-// runAttrs describes one run of a call's activity, and its error text.
-func runAttrs(spec tool.Spec, resp tool.Response, err error) ([]attribute.KeyValue, string) {
-	status, attempts, errText := TraceOK, max(resp.Attempt, 1), ""
-	if _, interrupted := interruptMessage(err); interrupted {
-		status, attempts = TraceInterrupted, attemptsOf(err, spec)
-	} else if err != nil {
-		status, attempts, errText = TraceError, attemptsOf(err, spec), errorText(err)
+// runAttrs describes one round of a call's activity from the record it
+// ended with (ok, interrupted, failed, or failed and fell back), and its
+// error text.
+func runAttrs(recs []TraceRecord) ([]attribute.KeyValue, string) {
+	for i := len(recs) - 1; i >= 0; i-- {
+		rec := recs[i]
+		status, errText := rec.Status, ""
+		switch rec.Status {
+		case TraceOK, TraceInterrupted:
+		case TraceError, TraceFallback:
+			status, errText = TraceError, rec.Error
+		default:
+			continue
+		}
+		return []attribute.KeyValue{AttrRunStatus.String(status), AttrRunAttempts.Int(int(max(rec.Attempts, 1)))}, errText
 	}
-	return []attribute.KeyValue{AttrRunStatus.String(status), AttrRunAttempts.Int(int(attempts))}, errText
+	return nil, ""
 }
 
 func hitOrMiss(hit bool) string {

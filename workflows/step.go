@@ -10,7 +10,7 @@ import (
 )
 
 // This file is a planner step's calls: numbered, executed together (each
-// through the four steps of executor.go), and fed back to the planner.
+// along the stages of pipeline.go), and fed back to the planner.
 
 // accept numbers a step's proposals (c-1, c-2, … over the whole session) and
 // records them in the transcript. Proposals beyond MaxCallsPerStep are numbered

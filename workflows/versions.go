@@ -31,6 +31,9 @@ import (
 //	                ends (callended.go): a Nexus call polls nothing
 //	16              the scripted planner's answer says which calls did not run
 //	                and why (plan.ScriptedAnswer)
+//	17              a guarded call whose tool's question parked is settled with
+//	                the fleet ledger when a later run of the chain ends it
+//	                unanswered, as in the run that asked (pipeline.go)
 //
 // Versions before versionOldest are retired (issue #47): their branches are
 // gone from the code, and a worker of this build refuses to run such a run
@@ -38,23 +41,24 @@ import (
 // them first; `toolgate versions` counts the open runs of each version.
 const (
 	versionChangeID = "decision-kind"
-	versionCurrent  = 16
+	versionCurrent  = 17
 	// versionOldest is the oldest rules version this build runs. At most
 	// three versions live in the code: raise it (and delete the branches
 	// below it) when a fourth comes.
-	versionOldest = 14
+	versionOldest = 15
 	// retiredBuild names a build that still runs every retired version.
-	retiredBuild = "toolgate at commit c073de4f16c0 (the last before rules version 14 became the oldest)"
+	retiredBuild = "toolgate at commit c073de4f16c0 (the last that ran every rules version, from the first release to 16)"
 )
 
 // Versions of versionChangeID that live in the code.
 const (
-	// versionCallEnded: a proposal's waiter (Proposal.Notify) is signalled
-	// when its call ends (callended.go).
-	versionCallEnded workflow.Version = 15
 	// versionScriptedAnswer: a scripted turn whose calls did not all run
 	// is answered with what did not (plan.ScriptedAnswer).
 	versionScriptedAnswer workflow.Version = 16
+	// versionResumeSettles: a guarded call whose tool's question parked is
+	// settled with the fleet ledger when the run that takes it up ends it
+	// unanswered (pipeline.go, resume).
+	versionResumeSettles workflow.Version = 17
 )
 
 // RulesVersions are the rules versions a worker of this build runs: from

@@ -38,7 +38,7 @@ func TestARetiredVersionIsRefusedPlainly(t *testing.T) {
 
 func TestRetiredMessageSaysWhatToDo(t *testing.T) {
 	msg := workflows.RetiredMessage("ticket-9", -1)
-	for _, want := range []string{"run ticket-9", "rules version -1 (the first release)", "this build runs rules versions 14 to 16",
+	for _, want := range []string{"run ticket-9", "rules version -1 (the first release)", "this build runs rules versions 15 to 17",
 		"toolgate at commit c073de4f16c0", "toolgate versions", "docs/versions.md"} {
 		require.Contains(t, msg, want)
 	}

@@ -196,3 +196,57 @@ func lastTaskEvent(ctx context.Context, cl client.Client, id, runID string) (enu
 	}
 	return last, nil
 }
+
+// guardedParkQueue is the guarded_park flow's task queue: its ledger is
+// started with that flow's guard.
+const guardedParkQueue = "toolgate-guarded-park"
+
+// bookingGuard counts bookings toward a rate guard.
+const bookingGuard = `guards:
+  - {id: bookings, kind: rate, tools: [book_hotel], limit: 5, window: 1h}
+`
+
+// guardedParkFlow: a guarded call whose tool's question parks, rejected in
+// the next run of the chain (rules version 17: the fleet ledger hears it).
+//
+//	c-1 book_hotel, a guest name that looks like SQL: reserved toward the
+//	    bookings guard at the gate; alice approves it (signed); the tool asks
+//	    its own question (an interrupt); refused signals grow the history
+//	    past its limit, and the run continues as new with the question
+//	    parked; alice rejects it (signed) in the next run, which settles
+//	    the call with the ledger: released
+func guardedParkFlow() flow {
+	return flow{
+		name: "guarded_park",
+		in: workflows.RunInput{Goal: "book a room", HistoryLimit: 20, Planner: scripted("not booked",
+			[]tool.Proposal{proposal("book_hotel", `{"guest":"Robert'); DROP TABLE bookings;--","hotel":"Hotel Aurora","nights":2}`)})},
+		policy:      true,
+		operators:   true,
+		extraPolicy: bookingGuard,
+		taskQueue:   guardedParkQueue,
+		allRuns:     true,
+		signedDrive: func(ctx context.Context, cl client.Client, id string, s *signers) error {
+			res, err := s.decideSigned(ctx, cl, id, "c-1", signed.ActionApprove, "alice", nil)
+			if err := wantDecision(res, err, workflows.TraceApproved); err != nil {
+				return err
+			}
+			if _, err := waitPending(ctx, cl, id, "c-1", workflows.KindInterrupt); err != nil {
+				return err
+			}
+			if err := growUntilContinued(ctx, cl, id); err != nil {
+				return err
+			}
+			if _, err := waitPending(ctx, cl, id, "c-1", workflows.KindInterrupt); err != nil {
+				return err
+			}
+			outs, err := tgclient.New(cl).Reject(ctx, id, tgclient.Decider{Approver: "alice", Key: s.keys["alice"], Text: "no, says alice"}, "c-1")
+			if err != nil {
+				return err
+			}
+			return wantDecision(outs[0].Result, outs[0].Err, workflows.TraceRejected)
+		},
+		status:    workflows.StatusCompleted,
+		trace:     []string{"c-1 reserved", "c-1 blocked", "c-1 approved", "c-1 reserved", "c-1 interrupted", "c-1 rejected"},
+		approvers: []string{"alice"},
+	}
+}

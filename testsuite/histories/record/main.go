@@ -178,9 +178,46 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// growUntilContinued grows the history of run id with refused decisions
+// until its current run continues as new, its calls parked.
+func growUntilContinued(ctx context.Context, cl client.Client, id string) error {
+	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return err
+	}
+	firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for i := 0; i < 40; i++ {
+		// Each once the run has taken the one before: 40 refusals, and the history grows by 4 events each.
+		in := workflows.DecisionInput{CallID: "c-9", Approver: "x", ArgsDigest: fmt.Sprint(i)}
+		raw, _ := json.Marshal(in)
+		sum := sha256.Sum256(raw)
+		if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, in); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, cl, id, func(s workflows.State) bool {
+			return len(s.Refused) > 0 && s.Refused[len(s.Refused)-1].PayloadSHA256 == hex.EncodeToString(sum[:])
+		}); err != nil {
+			return err
+		}
+	}
+	for {
+		desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
+			return nil
+		}
+		if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, workflows.DecisionInput{CallID: "c-9", Approver: "x"}); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // allFlows are every flow the recorder knows.
 func allFlows() []flow {
-	return append(slices.Clone(flows), externalFlow(), notifyFlow(), guardedFlow(), nexusFlow(), remoteFlow())
+	return append(slices.Clone(flows), externalFlow(), notifyFlow(), guardedFlow(), guardedParkFlow(), nexusFlow(), remoteFlow())
 }
 
 // flow is one recorded scenario.
@@ -366,37 +403,8 @@ var flows = []flow{
 			if err != nil {
 				return err
 			}
-			desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
-			if err != nil {
+			if err := growUntilContinued(ctx, cl, id); err != nil {
 				return err
-			}
-			firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-			for i := 0; i < 40; i++ {
-				// Each once the run has taken the one before: 40 refusals, and the history grows by 4 events each.
-				in := workflows.DecisionInput{CallID: "c-9", Approver: "x", ArgsDigest: fmt.Sprint(i)}
-				raw, _ := json.Marshal(in)
-				sum := sha256.Sum256(raw)
-				if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, in); err != nil {
-					return err
-				}
-				if err := waitFor(ctx, cl, id, func(s workflows.State) bool {
-					return len(s.Refused) > 0 && s.Refused[len(s.Refused)-1].PayloadSHA256 == hex.EncodeToString(sum[:])
-				}); err != nil {
-					return err
-				}
-			}
-			for {
-				desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
-				if err != nil {
-					return err
-				}
-				if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun {
-					break
-				}
-				if err := cl.SignalWorkflow(ctx, id, "", workflows.SignalApprove, workflows.DecisionInput{CallID: "c-9", Approver: "x"}); err != nil {
-					return err
-				}
-				time.Sleep(100 * time.Millisecond)
 			}
 			it, err := waitPending(ctx, cl, id, "c-1", workflows.KindGate)
 			if err != nil {
