@@ -78,7 +78,7 @@ func (r *run) flow(ctx workflow.Context, f *flight, at stage) outcome {
 		if next == stageEnd || next == stageFallback {
 			r.conclude(ctx, f)
 		}
-		r.endSpan(ctx, f, at, next)
+		r.endSpan(ctx, f, next)
 		at = next
 	}
 	return r.ended(f)

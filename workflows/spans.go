@@ -185,11 +185,11 @@ func (r *run) beginSpan(ctx workflow.Context, f *flight, at stage) {
 	f.span, f.since = r.startStep(ctx, name, attrs...), r.TraceSeq
 }
 
-// endSpan ends the open span at the boundary after stage at, unless the next
-// stage goes on in it. Its attributes are read from the trace records the
+// endSpan ends the open span at the boundary before stage next, unless
+// next goes on in it. Its attributes are read from the trace records the
 // stages wrote while it was open. A call that parked reports nothing here:
 // the run that takes it up reports its wait.
-func (r *run) endSpan(ctx workflow.Context, f *flight, at, next stage) {
+func (r *run) endSpan(ctx workflow.Context, f *flight, next stage) {
 	s := f.span
 	if s == nil || (next != stageEnd && spanOf(next, f) == s.name) {
 		return
