@@ -76,7 +76,7 @@ func (r *run) waitStage(ctx workflow.Context, f *flight) stage {
 	timeout := time.Duration(r.in.ApprovalTimeout)
 	decided, parks, err := r.awaitDecision(ctx, p, max(p.ExpiresAt.Sub(r.now()), 0))
 	if parks {
-		pk := &parked{wait: p, depth: f.depth}
+		pk := &parked{wait: p, depth: f.depth, counted: r.held[r.callKey(ctx, tool.Call{ID: f.c.ID, Tool: f.c.Tool, Args: f.counted})]}
 		if f.kind == KindInterrupt {
 			pk.round = f.round
 		}

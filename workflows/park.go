@@ -60,6 +60,10 @@ type ParkedCall struct {
 	Note string `json:"note,omitempty"`
 	// FallbackOf lists the calls this call is the fallback of, innermost first.
 	FallbackOf []FallbackFrame `json:"fallback_of,omitempty"`
+	// Counted: a guard of the fleet ledger counts the call (its trace says
+	// "reserved"), so the run that takes it up says when the ledger
+	// releases it.
+	Counted bool `json:"counted,omitempty"`
 }
 
 // ParkedWait is a waiting call's question and the decisions on it so far.
@@ -94,11 +98,12 @@ type FallbackFrame struct {
 
 // parked is a parked call as the run holds it until it continues as new.
 type parked struct {
-	wait   *pending // still in r.pending: a decision that arrives before the switch is carried
-	depth  int
-	round  int
-	note   string
-	frames []FallbackFrame
+	wait    *pending // still in r.pending: a decision that arrives before the switch is carried
+	depth   int
+	round   int
+	note    string
+	frames  []FallbackFrame
+	counted bool
 }
 
 // parkDue reports whether the waiting calls should park: the run continues
@@ -153,7 +158,7 @@ func (pk *parked) carried() ParkedCall {
 	p := pk.wait
 	return ParkedCall{Wait: ParkedWait{Interrupt: p.Interrupt, Need: p.need, ProposedNeed: p.proposed, Notes: p.notes, Data: p.data,
 		Decided: p.decided, By: p.by, Approval: p.approval, Rejection: p.reason, Via: p.via, Links: p.links, Tokens: p.tokens},
-		Depth: pk.depth, Round: pk.round, Note: pk.note, FallbackOf: pk.frames}
+		Depth: pk.depth, Round: pk.round, Note: pk.note, FallbackOf: pk.frames, Counted: pk.counted}
 }
 
 // restoreParked takes up the waits the previous run parked (in r.pending,

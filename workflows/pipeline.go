@@ -62,6 +62,9 @@ func (r *run) resume(ctx workflow.Context, pc ParkedCall, p *pending) outcome {
 	// tool's question parked in a run of rules version 16, which left it
 	// counted until its guard's window ended.
 	f.owes = pc.Round == 0 || r.version >= versionResumeSettles
+	if pc.Counted { // so its trace says when the ledger releases it
+		r.held[r.callKey(ctx, tool.Call{ID: f.c.ID, Tool: f.c.Tool, Args: f.counted})] = true
+	}
 	return r.flow(ctx, f, stageWait)
 }
 

@@ -377,7 +377,7 @@ func TestBoundaryResumedQuestionReleases(t *testing.T) {
 	require.Len(t, inputs, 2, "the question parked")
 	require.NoError(t, approved.err)
 	require.NoError(t, rejected.err)
-	require.Equal(t, []string{"reserved", "blocked", "approved", "reserved", "interrupted", "rejected"}, traceStatuses(byCall(res.Trace)["c-1"]))
+	require.Equal(t, []string{"reserved", "blocked", "approved", "reserved", "interrupted", "rejected", "released"}, traceStatuses(byCall(res.Trace)["c-1"]))
 	committed, reserved := budgetUse(t, f.ledger, "bookings")
 	require.Zero(t, committed)
 	require.Zero(t, reserved, "the rejected booking no longer counts")

@@ -246,7 +246,7 @@ func guardedParkFlow() flow {
 			return wantDecision(outs[0].Result, outs[0].Err, workflows.TraceRejected)
 		},
 		status:    workflows.StatusCompleted,
-		trace:     []string{"c-1 reserved", "c-1 blocked", "c-1 approved", "c-1 reserved", "c-1 interrupted", "c-1 rejected"},
+		trace:     []string{"c-1 reserved", "c-1 blocked", "c-1 approved", "c-1 reserved", "c-1 interrupted", "c-1 rejected", "c-1 released"},
 		approvers: []string{"alice"},
 	}
 }
