@@ -56,3 +56,24 @@ func (f *flight) endWith(out outcome, rec TraceRecord) stage {
 	f.last = &rec
 	return f.end(out)
 }
+
+// ended is the call's outcome as the planner takes it: with the edit an
+// approver made, and the errors of the calls it is the fallback of. A call
+// that parked carries them to the next run instead.
+func (f *flight) ended() outcome {
+	out := f.out
+	if pk := out.parked; pk != nil {
+		if f.note != "" {
+			pk.note = f.note
+		}
+		pk.frames = append(pk.frames, f.outer...)
+		return out
+	}
+	if f.note != "" {
+		out.Note = f.note
+	}
+	for _, o := range f.outer {
+		out.Error = joinErrors(fallbackError(o.Call.Tool, o.Attempts, o.Error, o.Fallback, o.FallbackID), out.Error)
+	}
+	return out
+}

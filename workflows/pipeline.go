@@ -84,7 +84,7 @@ func (r *run) flow(ctx workflow.Context, f *flight, at stage) outcome {
 		r.endSpan(ctx, f, next)
 		at = next
 	}
-	return r.ended(f)
+	return f.ended()
 }
 
 // pass takes f through stage at, and says which stage comes next.
@@ -131,25 +131,4 @@ func (r *run) tell(ctx workflow.Context, f *flight) {
 		f.told = nil
 		r.notifyCall(ctx, t.event, f.wait, t.decision, t.by)
 	}
-}
-
-// ended is the call's outcome as the planner takes it: with the edit an
-// approver made, and the errors of the calls it is the fallback of. A call
-// that parked carries them to the next run instead.
-func (r *run) ended(f *flight) outcome {
-	out := f.out
-	if pk := out.parked; pk != nil {
-		if f.note != "" {
-			pk.note = f.note
-		}
-		pk.frames = append(pk.frames, f.outer...)
-		return out
-	}
-	if f.note != "" {
-		out.Note = f.note
-	}
-	for _, o := range f.outer {
-		out.Error = joinErrors(fallbackError(o.Call.Tool, o.Attempts, o.Error, o.Fallback, o.FallbackID), out.Error)
-	}
-	return out
 }
